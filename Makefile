@@ -1,0 +1,35 @@
+# Two commands set everything up on a fresh machine: `make test` and `make demo`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PYTEST_WORKERS ?= 2
+
+.PHONY: test demo lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+## test: create .venv, install the project with its test extras, lint, run the whole suite
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
+
+## demo: run the main job against an emulated cluster (the API test server)
+demo: $(STAMP)
+	$(PY) -m reconcile.demo
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+## bench: the benchmark table (README "Performance")
+bench: $(STAMP)
+	$(PY) benchmarks/bench_runs.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

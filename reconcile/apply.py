@@ -1,0 +1,192 @@
+"""Carry out a Plan: bounded worker pool, rate limit, retries, 409 -> re-read -> decide again.
+
+Each node changes in exactly one patch (hold annotation and ownership marker
+together), so a run killed at any moment leaves every node consistent. A stop
+request (SIGTERM) or the deadline lets in-flight patches finish and starts no
+new ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
+
+from reconcile.decide import NodePatch, NodeView, Plan
+from reconcile.kube import ApiError, Kube, TransportError, Written
+from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
+
+log = logging.getLogger(__name__)
+
+MAX_CONFLICTS = 5  # 409 -> re-read -> decide again, at most this many times per node
+
+
+class Outcome(StrEnum):
+    PATCHED = "patched"
+    SETTLED = "settled"  # re-read after a 409: nothing left to change
+    GONE = "gone"  # 404: deleted in between; nothing to do
+    FAILED = "failed"
+    NOT_SENT = "not sent"  # stopped (SIGTERM, deadline, auth failure) before it started
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    node: str
+    outcome: Outcome
+    patch: NodePatch  # the patch finally sent (after re-decisions) or planned
+    attempts: int = 0
+    conflicts: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    results: tuple[NodeResult, ...]
+    interrupted: bool = False
+    timed_out: bool = False
+    fatal: str | None = None  # 401/403: every other patch would fail the same way
+
+    @property
+    def failed(self) -> tuple[NodeResult, ...]:
+        return tuple(r for r in self.results if r.outcome in (Outcome.FAILED, Outcome.NOT_SENT))
+
+    @property
+    def writes(self) -> int:
+        return sum(1 for r in self.results if r.outcome is Outcome.PATCHED)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """How hard a run may push: workers, QPS, retries, time."""
+
+    workers: int
+    limiter: RateLimiter
+    backoff: Backoff
+    deadline: Deadline
+    stop: threading.Event
+    request_timeout: float
+
+
+class _Abort:
+    """Set once by the first 401/403: the identity cannot write, so stop trying."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._lock = threading.Lock()
+
+    def set(self, reason: str) -> None:
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+
+
+def _patch_node(
+    plan: Plan,
+    *,
+    patch: NodePatch,
+    kube: Kube,
+    pool: Pool,
+    reread: Callable[[str, float], NodeView | None],
+    abort: _Abort,
+) -> NodeResult:
+    attempts = conflicts = 0
+    current = patch
+    while True:
+        if pool.stop.is_set() or pool.deadline.expired or abort.reason:
+            return NodeResult(patch.node, Outcome.NOT_SENT, current, attempts, conflicts)
+        try:
+            pool.limiter.acquire(pool.deadline, pool.stop)
+            attempts += 1
+
+            def send(timeout: float, p: NodePatch = current) -> Written:
+                return kube.patch_node(p, timeout=timeout)
+
+            retrying(
+                send,
+                what=f"node/{patch.node}: patch",
+                backoff=pool.backoff,
+                deadline=pool.deadline,
+                stop=pool.stop,
+                request_timeout=pool.request_timeout,
+            )
+            return NodeResult(patch.node, Outcome.PATCHED, current, attempts, conflicts)
+        except ApiError as exc:
+            if exc.status == 404:
+                return NodeResult(patch.node, Outcome.GONE, current, attempts, conflicts)
+            if exc.status in (401, 403):
+                abort.set(exc.explain())
+                return NodeResult(
+                    patch.node, Outcome.FAILED, current, attempts, conflicts, exc.explain()
+                )
+            if exc.status != 409:
+                return NodeResult(
+                    patch.node, Outcome.FAILED, current, attempts, conflicts, exc.explain()
+                )
+        except TransportError as exc:
+            return NodeResult(patch.node, Outcome.FAILED, current, attempts, conflicts, str(exc))
+        except (Interrupted, DeadlineExceeded) as exc:
+            why = "stopped by signal" if isinstance(exc, Interrupted) else "run timeout reached"
+            return NodeResult(patch.node, Outcome.NOT_SENT, current, attempts, conflicts, why)
+        # 409 Conflict: the node changed after we listed it. Read it again and decide again.
+        conflicts += 1
+        if conflicts > MAX_CONFLICTS:
+            return NodeResult(
+                patch.node,
+                Outcome.FAILED,
+                current,
+                attempts,
+                conflicts,
+                f"still conflicting after {MAX_CONFLICTS} re-reads",
+            )
+        log.info("node/%s: changed since listed (409); reading it again", patch.node)
+        try:
+            fresh = retrying(
+                lambda timeout: reread(patch.node, timeout),
+                what=f"node/{patch.node}: get",
+                backoff=pool.backoff,
+                deadline=pool.deadline,
+                stop=pool.stop,
+                request_timeout=pool.request_timeout,
+            )
+        except (ApiError, TransportError) as exc:
+            text = exc.explain() if isinstance(exc, ApiError) else str(exc)
+            return NodeResult(patch.node, Outcome.FAILED, current, attempts, conflicts, text)
+        except (Interrupted, DeadlineExceeded):
+            return NodeResult(patch.node, Outcome.NOT_SENT, current, attempts, conflicts)
+        if fresh is None:
+            return NodeResult(patch.node, Outcome.GONE, current, attempts, conflicts)
+        again = plan.decide_again(fresh)
+        if again.patch is None:
+            return NodeResult(patch.node, Outcome.SETTLED, current, attempts, conflicts)
+        current = again.patch
+
+
+def apply_plan(
+    plan: Plan,
+    kube: Kube,
+    pool: Pool,
+    reread: Callable[[str, float], NodeView | None],
+) -> ApplyResult:
+    """Send every patch of the plan; never raises for a single node's failure."""
+    patches = plan.patches
+    if not patches:
+        return ApplyResult(())
+    abort = _Abort()
+    workers = max(1, min(pool.workers, len(patches)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="patch") as executor:
+        futures = [
+            executor.submit(
+                _patch_node, plan, patch=p, kube=kube, pool=pool, reread=reread, abort=abort
+            )
+            for p in patches
+        ]
+        results = tuple(f.result() for f in futures)
+    return ApplyResult(
+        results,
+        interrupted=pool.stop.is_set(),
+        timed_out=pool.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in results),
+        fatal=abort.reason,
+    )

@@ -1,0 +1,536 @@
+"""The command line: parse options (each with its environment variable), call, print.
+
+No decisions here. Options arrive as text and are parsed by `settings`, so every
+bad value gives one line naming the option and its environment variable (exit 2)
+before any API call. Heavy modules (the Kubernetes client) are imported inside
+the commands: `node-holder --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import click
+
+from reconcile import __version__
+from reconcile.settings import (
+    DEFAULT_ANNOTATION,
+    DEFAULT_GROUP_LABEL,
+    Clock,
+    ClusterAccess,
+    ConfigError,
+    HoldSettings,
+    Output,
+    RunSettings,
+    Scope,
+    annotation_keys_option,
+    check_max_hold,
+    duration_option,
+    label_key_option,
+    selector_option,
+)
+
+EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG = 0, 1, 2
+PROG = "node-holder"
+log = logging.getLogger("reconcile")
+
+
+class RuntimeFailure(Exception):
+    """A run that reached the API and failed there: exit 1, one line."""
+
+
+# --- options ----------------------------------------------------------------------
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _options(*decorators: Decorator) -> Decorator:
+    def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+def _choice(name: str, env: str, choices: type, default: str, help: str) -> Decorator:
+    return click.option(
+        name,
+        envvar=env,
+        show_envvar=True,
+        default=default,
+        show_default=True,
+        type=click.Choice([str(c) for c in choices], case_sensitive=False),
+        help=help,
+    )
+
+
+hold_options = _options(
+    click.option(
+        "--hold-duration",
+        envvar="HOLD_DURATION",
+        show_envvar=True,
+        default="20m",
+        show_default=True,
+        help="Hold while the youngest node is younger than this: 90s, 20m, 1h30m, PT20M, "
+        "or a bare number of minutes.",
+    ),
+    click.option(
+        "--annotation",
+        "annotations",
+        envvar="HOLD_ANNOTATION",
+        show_envvar=True,
+        multiple=True,
+        default=[DEFAULT_ANNOTATION],
+        show_default=True,
+        help="Hold annotation to set (repeatable; comma-separated in the env var). "
+        "karpenter.sh/do-not-consolidate for Karpenter before v1; "
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled for cluster-autoscaler.",
+    ),
+    _choice(
+        "--hold-scope",
+        "HOLD_SCOPE",
+        Scope,
+        "cluster",
+        "cluster: a new node holds every node; group: only the nodes of its group "
+        "(--group-label); node: each node is held until it is one hold duration old.",
+    ),
+    click.option(
+        "--group-label",
+        envvar="HOLD_GROUP_LABEL",
+        show_envvar=True,
+        default=DEFAULT_GROUP_LABEL,
+        show_default=True,
+        help="Label whose value forms a group for --hold-scope group; "
+        "nodes without it form one group of their own.",
+    ),
+    click.option(
+        "--trigger-selector",
+        envvar="HOLD_TRIGGER_SELECTOR",
+        show_envvar=True,
+        default="",
+        help="Label selector: only these nodes' arrival starts a hold "
+        "(e.g. karpenter.sh/nodepool). Default: every node.",
+    ),
+    click.option(
+        "--node-selector",
+        envvar="HOLD_NODE_SELECTOR",
+        show_envvar=True,
+        default="",
+        help="Label selector: only these nodes get held. Default: every node.",
+    ),
+    click.option(
+        "--max-hold",
+        envvar="HOLD_MAX_DURATION",
+        show_envvar=True,
+        default="",
+        help="Cap one stretch of holding at this long, even while nodes keep arriving; "
+        "then stay free for one hold duration. Default: no cap.",
+    ),
+)
+
+access_options = _options(
+    click.option(
+        "--kubeconfig",
+        envvar="KUBECONFIG",
+        show_envvar=True,
+        default=None,
+        help="Kubeconfig file. Default: in-cluster service account inside a pod, "
+        "else ~/.kube/config.",
+    ),
+    click.option(
+        "--context",
+        envvar="NODE_HOLDER_CONTEXT",
+        show_envvar=True,
+        default=None,
+        help="Kubeconfig context. Default: the current context.",
+    ),
+)
+
+
+def read_options(timeout_default: str = "45s") -> Decorator:
+    return _options(
+        _choice(
+            "--clock",
+            "NODE_HOLDER_CLOCK",
+            Clock,
+            "server",
+            "Whose clock is now: the API server's (its Date header) or this machine's.",
+        ),
+        click.option(
+            "--timeout",
+            envvar="NODE_HOLDER_TIMEOUT",
+            show_envvar=True,
+            default=timeout_default,
+            show_default=True,
+            help="Deadline for the whole run; keep it below the CronJob's activeDeadlineSeconds.",
+        ),
+        click.option(
+            "--page-size",
+            envvar="NODE_HOLDER_PAGE_SIZE",
+            show_envvar=True,
+            default="500",
+            show_default=True,
+            help="Nodes per list page (metadata only).",
+        ),
+    )
+
+
+write_options = _options(
+    click.option(
+        "--dry-run",
+        envvar="NODE_HOLDER_DRY_RUN",
+        show_envvar=True,
+        is_flag=True,
+        default=False,
+        help="Change nothing; print the decision and each patch that would be sent.",
+    ),
+    click.option(
+        "--workers",
+        envvar="NODE_HOLDER_WORKERS",
+        show_envvar=True,
+        default="8",
+        show_default=True,
+        help="Patches in flight at once.",
+    ),
+    click.option(
+        "--qps",
+        envvar="NODE_HOLDER_QPS",
+        show_envvar=True,
+        default="200",
+        show_default=True,
+        help="Client-side limit on requests per second (0: no limit).",
+    ),
+    click.option(
+        "--events/--no-events",
+        envvar="NODE_HOLDER_EVENTS",
+        show_envvar=True,
+        default=True,
+        show_default=True,
+        help="Record a Kubernetes Event when a hold starts, grows or ends.",
+    ),
+)
+
+output_options = _options(
+    _choice(
+        "--output",
+        "NODE_HOLDER_OUTPUT",
+        Output,
+        "text",
+        "Results on stdout: text or one JSON object.",
+    ),
+    _choice(
+        "--log-format",
+        "NODE_HOLDER_LOG_FORMAT",
+        Output,
+        "text",
+        "Logs on stderr: text or JSON lines.",
+    ),
+    click.option(
+        "-v",
+        "--verbose",
+        envvar="NODE_HOLDER_VERBOSE",
+        show_envvar=True,
+        count=True,
+        help="More logs (-v: info, -vv: debug) and tracebacks on errors.",
+    ),
+)
+
+
+# --- option text -> settings --------------------------------------------------------
+
+
+def _int(text: str, option: str, env: str, low: int, high: int) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ConfigError(
+            f"{option} ({env}): {text!r} is not a whole number; use a number from {low} to {high}"
+        ) from None
+    if not low <= value <= high:
+        raise ConfigError(
+            f"{option} ({env}): {value} is out of range; use a number from {low} to {high}"
+        )
+    return value
+
+
+def _float(text: str, option: str, env: str, low: float, high: float) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:
+        raise ConfigError(f"{option} ({env}): {text!r} is not a number from {low:g} to {high:g}")
+    return value
+
+
+def hold_settings(opts: dict[str, Any]) -> HoldSettings:
+    max_hold = opts.get("max_hold") or ""
+    hold = HoldSettings(
+        hold_duration=duration_option(opts["hold_duration"], "--hold-duration", "HOLD_DURATION"),
+        annotations=annotation_keys_option(opts["annotations"], "--annotation", "HOLD_ANNOTATION"),
+        scope=Scope(opts["hold_scope"].lower()),
+        group_label=label_key_option(opts["group_label"], "--group-label", "HOLD_GROUP_LABEL"),
+        trigger_selector=selector_option(
+            opts["trigger_selector"], "--trigger-selector", "HOLD_TRIGGER_SELECTOR"
+        ),
+        node_selector=selector_option(
+            opts["node_selector"], "--node-selector", "HOLD_NODE_SELECTOR"
+        ),
+        max_hold=duration_option(max_hold, "--max-hold", "HOLD_MAX_DURATION")
+        if max_hold.strip()
+        else None,
+    )
+    check_max_hold(hold)
+    return hold
+
+
+def run_settings(opts: dict[str, Any]) -> RunSettings:
+    timeout = duration_option(opts["timeout"], "--timeout", "NODE_HOLDER_TIMEOUT")
+    return RunSettings(
+        dry_run=bool(opts.get("dry_run", False)),
+        clock=Clock(opts["clock"].lower()),
+        timeout=timeout,
+        workers=_int(opts.get("workers", "1"), "--workers", "NODE_HOLDER_WORKERS", 1, 64),
+        qps=_float(opts.get("qps", "0"), "--qps", "NODE_HOLDER_QPS", 0, 10_000),
+        page_size=_int(opts["page_size"], "--page-size", "NODE_HOLDER_PAGE_SIZE", 1, 10_000),
+        events=bool(opts.get("events", False)),
+        output=Output(opts["output"].lower()),
+    )
+
+
+@dataclass(frozen=True)
+class Invocation:
+    command: str
+    hold: HoldSettings
+    run: RunSettings
+    access: ClusterAccess
+    verbose: int
+
+
+def parse(command: str, opts: dict[str, Any]) -> Invocation:
+    setup_logging(opts.get("log_format", "text"), opts.get("verbose", 0))
+    return Invocation(
+        command=command,
+        hold=hold_settings(opts),
+        run=run_settings(opts),
+        access=ClusterAccess(kubeconfig=opts.get("kubeconfig"), context=opts.get("context")),
+        verbose=opts.get("verbose", 0),
+    )
+
+
+# --- logging -----------------------------------------------------------------------
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def setup_logging(fmt: str, verbose: int) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if str(fmt).lower() == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    level = logging.DEBUG if verbose >= 2 else logging.INFO if verbose == 1 else logging.WARNING
+    log.setLevel(level)
+    logging.getLogger("urllib3").setLevel(logging.DEBUG if verbose >= 3 else logging.ERROR)
+
+
+# --- commands ----------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name=PROG)
+def cli() -> None:
+    """Hold Karpenter nodes for a while after a scale-up, to stop node churn.
+
+    While any node is younger than the hold duration, every node carries
+    karpenter.sh/do-not-disrupt="true"; once the youngest node is older, the
+    annotation comes off again, only where this tool put it. Stateless: run it
+    every minute from a CronJob; each run reads the cluster, decides, patches.
+
+    \b
+    Exit codes: 0 done (dry runs too), 1 API or runtime failure,
+    2 bad input or configuration (nothing was sent to the API).
+    """
+
+
+@cli.command()
+@hold_options
+@write_options
+@read_options()
+@access_options
+@output_options
+def reconcile(**opts: Any) -> None:
+    """One pass: hold or release the nodes, then exit.
+
+    \b
+    Examples:
+      node-holder reconcile --dry-run
+      node-holder reconcile --hold-duration 30m --output json
+      HOLD_DURATION=45m node-holder reconcile
+    """
+    _execute(parse("reconcile", opts), mode="reconcile")
+
+
+@cli.command()
+@hold_options
+@read_options()
+@access_options
+@output_options
+def status(**opts: Any) -> None:
+    """Read-only: the decision reconcile would take now, and each node's state.
+
+    A node is "held by us" (this tool set its hold annotation), "held by others"
+    (someone else did, whatever the value) or "free".
+    """
+    _execute(parse("status", opts), mode="status")
+
+
+@cli.command()
+@hold_options
+@write_options
+@read_options()
+@access_options
+@output_options
+def release(**opts: Any) -> None:
+    """Remove every hold this tool owns, whatever the node ages.
+
+    Run it before uninstalling, or in an emergency. Annotations set by anyone
+    else stay. Honours --dry-run.
+    """
+    _execute(parse("release", opts), mode="release")
+
+
+def _execute(inv: Invocation, mode: str) -> None:
+    # Imported here: the Kubernetes client is slow to import and --help doesn't need it.
+    from reconcile import report  # noqa: PLC0415
+    from reconcile.decide import Mode  # noqa: PLC0415
+    from reconcile.kube import Kube, load_configuration  # noqa: PLC0415
+    from reconcile.retry import Interrupted  # noqa: PLC0415
+    from reconcile.run import ListFailed, run_once  # noqa: PLC0415
+
+    configuration = load_configuration(inv.access, pool_size=inv.run.workers + 1)
+    kube = Kube(
+        configuration,
+        request_timeout=min(inv.access.request_timeout, inv.run.timeout.total_seconds()),
+    )
+    stop = threading.Event()
+    _on_signals(stop)
+    try:
+        result = run_once(
+            kube,
+            inv.hold,
+            inv.run,
+            mode=Mode.RELEASE if mode == "release" else Mode.RECONCILE,
+            write=mode != "status",
+            stop=stop,
+        )
+    except ListFailed as exc:
+        raise RuntimeFailure(str(exc)) from None
+    except Interrupted:
+        raise RuntimeFailure(
+            "stopped by a signal while listing nodes; nothing was changed"
+        ) from None
+    if inv.run.output is Output.JSON:
+        data = (
+            report.render_status_json(result)
+            if mode == "status"
+            else report.render_json(result, mode)
+        )
+        click.echo(json.dumps(data, indent=2))
+    else:
+        lines = (
+            report.render_status_text(result) if mode == "status" else report.render_text(result)
+        )
+        for line in lines:
+            click.echo(line)
+    applied = result.applied
+    if applied is not None and applied.failed:
+        if applied.fatal:
+            raise RuntimeFailure(applied.fatal)
+        why = (
+            "stopped by a signal"
+            if applied.interrupted
+            else "run timeout reached"
+            if applied.timed_out
+            else ""
+        )
+        names = ", ".join(r.node for r in applied.failed[:5])
+        more = f" and {len(applied.failed) - 5} more" if len(applied.failed) > 5 else ""
+        why = f" ({why})" if why else ""
+        raise RuntimeFailure(
+            f"{len(applied.failed)} node(s) not patched{why}: {names}{more}; "
+            "the next run retries them"
+        )
+
+
+def _on_signals(stop: threading.Event) -> None:
+    """SIGTERM (the CronJob's deadline, a node drain) and SIGINT: start nothing new."""
+
+    def handler(signum: int, _frame: object) -> None:
+        log.warning(
+            "received %s: finishing patches in flight, starting no new ones",
+            signal.Signals(signum).name,
+        )
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+
+# --- entry point -------------------------------------------------------------------
+
+
+def _fail(code: int, message: str) -> NoReturn:
+    click.echo(f"{PROG}: error: {message}", err=True)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console script: exit 0/1/2 with one line on stderr, never a traceback unless -v."""
+    verbose = any(a in ("-v", "-vv", "-vvv", "--verbose") for a in (argv or sys.argv[1:]))
+    try:
+        cli.main(args=argv, prog_name=PROG, standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        _fail(EXIT_RUNTIME, "aborted")
+    except click.UsageError as exc:
+        where = f"'{exc.ctx.command_path} --help'" if exc.ctx else f"'{PROG} --help'"
+        _fail(EXIT_CONFIG, f"{exc.format_message()} (see {where})")
+    except click.ClickException as exc:
+        _fail(EXIT_CONFIG, exc.format_message())
+    except ConfigError as exc:
+        _fail(EXIT_CONFIG, str(exc))
+    except RuntimeFailure as exc:
+        _fail(EXIT_RUNTIME, str(exc))
+    except KeyboardInterrupt:
+        _fail(EXIT_RUNTIME, "interrupted")
+    except Exception as exc:  # the last line of defence: one line, exit 1
+        if verbose:
+            traceback.print_exc()
+        _fail(EXIT_RUNTIME, f"unexpected {type(exc).__name__}: {exc} (run with -v for a traceback)")
+    sys.exit(EXIT_OK)

@@ -1,0 +1,428 @@
+"""The decision: (node views, now, hold settings) -> Plan. Pure: no I/O, no clock.
+
+Rules, all in this file:
+- A *hold window* is the cluster, a group of nodes (`--hold-scope group`) or one
+  node (`--hold-scope node`). It is held while now < its youngest trigger node's
+  creationTimestamp + hold duration (with `--max-hold`: see `_stretches`).
+  Nodes being deleted never trigger a hold and are never patched.
+- A held window's selected nodes carry every hold annotation; a node that already
+  has a hold annotation, whatever its value, is left alone for that key.
+- Ownership: the tool lists the keys it set in its ownership marker, in the same
+  patch that sets them. It removes a hold annotation only if the marker claims
+  it and its value is still the one the tool wrote; otherwise the claim is
+  dropped and the annotation stays (someone else took it over).
+- Only nodes whose annotations must change get a patch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from reconcile.settings import (
+    HOLD_VALUE,
+    OWNERSHIP_MARKER,
+    HoldSettings,
+    Scope,
+    format_duration,
+)
+
+
+class Mode(StrEnum):
+    RECONCILE = "reconcile"
+    RELEASE = "release"  # remove every hold this tool owns, whatever the ages
+
+
+class KeyState(StrEnum):
+    OURS = "ours"  # present, claimed by the ownership marker, value as we wrote it
+    FOREIGN = "foreign"  # present, set by someone else (or taken over)
+    FREE = "free"  # absent
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """The few facts about a node that the decision needs."""
+
+    name: str
+    created: datetime
+    resource_version: str = ""
+    uid: str = ""
+    deleting: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HoldWindow:
+    """One unit that is held or released as a whole, and why."""
+
+    name: str  # "cluster", "karpenter.sh/nodepool=batch", "!karpenter.sh/nodepool", "node/x"
+    held: bool
+    youngest: str | None = None  # youngest trigger node (None: no trigger node at all)
+    youngest_created: datetime | None = None
+    hold_until: datetime | None = None  # end of the latest stretch (may be in the past)
+    stretch_start: datetime | None = None  # creation of the stretch's oldest trigger node
+    capped: bool = False  # hold_until was cut short by --max-hold
+    triggers: int = 0
+    nodes: int = 0
+
+
+@dataclass(frozen=True)
+class NodePatch:
+    """A merge patch of metadata.annotations for one node, guarded by its resourceVersion."""
+
+    node: str
+    resource_version: str
+    changes: tuple[tuple[str, str | None], ...]  # key -> new value, None deletes the key
+    added: tuple[str, ...] = ()  # hold annotations this patch sets
+    removed: tuple[str, ...] = ()  # hold annotations this patch removes
+    window: str = ""
+
+    def body(self) -> dict:
+        metadata: dict = {"annotations": dict(self.changes)}
+        if self.resource_version:
+            metadata["resourceVersion"] = self.resource_version
+        return {"metadata": metadata}
+
+    @property
+    def action(self) -> str:
+        if self.added:
+            return "add"
+        if self.removed:
+            return "remove"
+        return "disown"
+
+
+@dataclass(frozen=True)
+class NodeDecision:
+    node: str
+    window: str
+    held: bool  # should carry the hold annotations after this run
+    deleting: bool
+    created: datetime
+    keys: tuple[tuple[str, KeyState], ...]  # state of each relevant key before the run
+    patch: NodePatch | None = None
+
+    @property
+    def state(self) -> str:
+        """`held by us`, `held by others` or `free`, as `status` shows it."""
+        states = {s for _, s in self.keys}
+        if KeyState.OURS in states:
+            return "held by us"
+        if KeyState.FOREIGN in states:
+            return "held by others"
+        return "free"
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A hold that starts, grows or ends in this run; becomes a Kubernetes Event."""
+
+    reason: str  # HoldStarted | HoldExtended | HoldEnded
+    window: str
+    node: str  # the node the event is attached to (the youngest trigger node)
+    node_uid: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    added: int
+    removed: int
+    disowned: int
+    unchanged: int
+    foreign: int
+    deleting: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    now: datetime
+    hold: HoldSettings
+    mode: Mode
+    windows: tuple[HoldWindow, ...]
+    decisions: tuple[NodeDecision, ...]
+    transitions: tuple[Transition, ...] = ()
+
+    @property
+    def patches(self) -> tuple[NodePatch, ...]:
+        return tuple(d.patch for d in self.decisions if d.patch is not None)
+
+    @property
+    def held(self) -> bool:
+        return any(w.held for w in self.windows) and self.mode is Mode.RECONCILE
+
+    def window(self, name: str) -> HoldWindow | None:
+        for w in self.windows:
+            if w.name == name:
+                return w
+        return None
+
+    def summary(self) -> Summary:
+        patches = self.patches
+        return Summary(
+            added=sum(1 for p in patches if p.added),
+            removed=sum(1 for p in patches if p.removed and not p.added),
+            disowned=sum(1 for p in patches if not p.added and not p.removed),
+            unchanged=sum(1 for d in self.decisions if d.patch is None and not d.deleting),
+            foreign=sum(1 for d in self.decisions if any(s is KeyState.FOREIGN for _, s in d.keys)),
+            deleting=sum(1 for d in self.decisions if d.deleting),
+        )
+
+    def decide_again(self, node: NodeView) -> NodeDecision:
+        """Decide for one node re-read after a 409, keeping this plan's hold windows."""
+        name = window_name(node, self.hold)
+        found = self.window(name)
+        if found is None:
+            found = _window(name, [node], self.now, self.hold)
+        return decide_node(node, found, self.hold, self.mode)
+
+
+# --- ownership ---------------------------------------------------------------
+
+
+def claimed_keys(annotations: Mapping[str, str]) -> frozenset[str]:
+    """Keys the ownership marker says this tool set."""
+    raw = annotations.get(OWNERSHIP_MARKER, "")
+    return frozenset(k.strip() for k in raw.split(",") if k.strip())
+
+
+def marker_value(keys: Iterable[str]) -> str | None:
+    ordered = sorted(set(keys))
+    return ",".join(ordered) if ordered else None
+
+
+def key_state(annotations: Mapping[str, str], key: str, claimed: frozenset[str]) -> KeyState:
+    if key not in annotations:
+        return KeyState.FREE
+    if key in claimed and annotations[key] == HOLD_VALUE:
+        return KeyState.OURS
+    return KeyState.FOREIGN
+
+
+# --- hold windows ------------------------------------------------------------
+
+
+def window_name(node: NodeView, hold: HoldSettings) -> str:
+    match hold.scope:
+        case Scope.CLUSTER:
+            return "cluster"
+        case Scope.GROUP:
+            value = node.labels.get(hold.group_label)
+            return f"!{hold.group_label}" if value is None else f"{hold.group_label}={value}"
+        case Scope.NODE:
+            return f"node/{node.name}"
+    raise AssertionError(hold.scope)
+
+
+@dataclass(frozen=True)
+class _Stretch:
+    start: datetime
+    until: datetime
+    youngest: int  # index into the sorted trigger list
+    capped: bool
+
+
+def _stretches(
+    created: Sequence[datetime], hold: timedelta, max_hold: timedelta | None
+) -> list[_Stretch]:
+    """Split sorted creation times into stretches of continuous holding.
+
+    Each trigger node holds [created, created + hold); overlapping intervals chain
+    into one stretch. With max_hold, a stretch ends at start + max_hold however
+    many nodes keep arriving, and then the window stays free for one hold
+    duration: nodes created in that gap start no hold, so Karpenter gets a
+    chance to consolidate. Everything follows from creation times alone, so
+    every run (and every replica) computes the same stretches.
+    """
+    result: list[_Stretch] = []
+    i, n = 0, len(created)
+    while i < n:
+        start = created[i]
+        until = start + hold
+        youngest = i
+        cap = start + max_hold if max_hold is not None else None
+        j = i + 1
+        while j < n and created[j] < until and (cap is None or created[j] < cap):
+            until = max(until, created[j] + hold)
+            youngest = j
+            j += 1
+        capped = cap is not None and until > cap
+        if capped:
+            until = cap  # type: ignore[assignment]
+            while j < n and created[j] < until + hold:
+                j += 1
+        result.append(_Stretch(start, until, youngest, capped))
+        i = j
+    return result
+
+
+def _window(
+    name: str, members: Sequence[NodeView], now: datetime, hold: HoldSettings
+) -> HoldWindow:
+    triggers = sorted(
+        (n for n in members if not n.deleting and hold.trigger_selector.matches(n.labels)),
+        key=lambda n: (n.created, n.name),
+    )
+    if not triggers:
+        return HoldWindow(name=name, held=False, nodes=len(members))
+    stretches = _stretches([n.created for n in triggers], hold.hold_duration, hold.max_hold)
+    last = stretches[-1]
+    youngest = triggers[-1]
+    return HoldWindow(
+        name=name,
+        held=now < last.until,
+        youngest=youngest.name,
+        youngest_created=youngest.created,
+        hold_until=last.until,
+        stretch_start=last.start,
+        capped=last.capped,
+        triggers=len(triggers),
+        nodes=len(members),
+    )
+
+
+def hold_windows(
+    nodes: Sequence[NodeView], now: datetime, hold: HoldSettings
+) -> dict[str, HoldWindow]:
+    members: dict[str, list[NodeView]] = defaultdict(list)
+    for node in nodes:
+        members[window_name(node, hold)].append(node)
+    if hold.scope is Scope.CLUSTER and not members:
+        members["cluster"] = []
+    return {name: _window(name, group, now, hold) for name, group in sorted(members.items())}
+
+
+# --- per node ----------------------------------------------------------------
+
+
+def decide_node(node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mode) -> NodeDecision:
+    claimed = claimed_keys(node.annotations)
+    relevant = list(hold.annotations) + sorted(claimed - set(hold.annotations))
+    states = tuple((k, key_state(node.annotations, k, claimed)) for k in relevant)
+    held = (
+        mode is Mode.RECONCILE
+        and window.held
+        and not node.deleting
+        and hold.node_selector.matches(node.labels)
+    )
+    decision = NodeDecision(
+        node=node.name,
+        window=window.name,
+        held=held,
+        deleting=node.deleting,
+        created=node.created,
+        keys=states,
+    )
+    if node.deleting:
+        return decision
+
+    changes: dict[str, str | None] = {}
+    added: list[str] = []
+    removed: list[str] = []
+    owned = set(claimed)
+    for key, state in states:
+        wanted = held and key in hold.annotations
+        if wanted and state is KeyState.FREE:
+            changes[key] = HOLD_VALUE
+            added.append(key)
+            owned.add(key)
+        elif not wanted and state is KeyState.OURS:
+            changes[key] = None
+            removed.append(key)
+            owned.discard(key)
+        elif state is KeyState.FOREIGN:
+            owned.discard(key)  # someone else's now: never ours to remove
+        elif state is KeyState.FREE and not wanted:
+            owned.discard(key)  # claimed but gone: forget the claim
+    if owned != claimed or (not owned and OWNERSHIP_MARKER in node.annotations):
+        changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
+    if not changes:
+        return decision
+    patch = NodePatch(
+        node=node.name,
+        resource_version=node.resource_version,
+        changes=tuple(changes.items()),
+        added=tuple(added),
+        removed=tuple(removed),
+        window=window.name,
+    )
+    return NodeDecision(**{**decision.__dict__, "patch": patch})
+
+
+# --- the whole plan ----------------------------------------------------------
+
+
+def _transitions(
+    windows: Mapping[str, HoldWindow],
+    decisions: Sequence[NodeDecision],
+    uids: Mapping[str, str],
+    hold: HoldSettings,
+    mode: Mode,
+) -> tuple[Transition, ...]:
+    by_window: dict[str, list[NodeDecision]] = defaultdict(list)
+    for d in decisions:
+        by_window[d.window].append(d)
+    result = []
+    for name, group in by_window.items():
+        window = windows[name]
+        adds = [d for d in group if d.patch and d.patch.added]
+        removes = [d for d in group if d.patch and d.patch.removed]
+        already = any(s is KeyState.OURS for d in group for _, s in d.keys)
+        anchor = window.youngest or (adds or removes or group)[0].node
+        until = _iso(window.hold_until) if window.hold_until else "-"
+        if mode is Mode.RECONCILE and window.held and adds:
+            reason = "HoldExtended" if already else "HoldStarted"
+            verb = "extended" if already else "started"
+            message = (
+                f"Hold {verb} for {name} until {until}: youngest node {window.youngest} "
+                f"created {_iso(window.youngest_created)}; hold annotation added to "
+                f"{len(adds)} node(s)"
+            )
+        elif removes:
+            if mode is Mode.RELEASE:
+                why = "released by node-holder release"
+            elif window.capped:
+                why = f"max-hold reached at {until}"
+            elif window.youngest:
+                age = format_duration(hold.hold_duration)
+                why = f"youngest node {window.youngest} is older than {age}"
+            else:
+                why = "no node triggers a hold any more"
+            message = (
+                f"Hold ended for {name}: {why}; hold annotation removed from {len(removes)} node(s)"
+            )
+            reason = "HoldEnded"
+        else:
+            continue
+        result.append(Transition(reason, name, anchor, uids.get(anchor, ""), message))
+    return tuple(result)
+
+
+def _iso(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "-"
+
+
+def decide(
+    nodes: Sequence[NodeView],
+    now: datetime,
+    hold: HoldSettings,
+    mode: Mode = Mode.RECONCILE,
+) -> Plan:
+    """The whole decision for one run."""
+    windows = hold_windows(nodes, now, hold)
+    decisions = tuple(
+        decide_node(node, windows[window_name(node, hold)], hold, mode) for node in nodes
+    )
+    uids = {n.name: n.uid for n in nodes}
+    return Plan(
+        now=now,
+        hold=hold,
+        mode=mode,
+        windows=tuple(windows.values()),
+        decisions=decisions,
+        transitions=_transitions(windows, decisions, uids, hold, mode),
+    )

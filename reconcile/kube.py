@@ -1,0 +1,474 @@
+"""The API boundary: cluster access, the metadata-only paged list, one guarded patch.
+
+Client configuration (kubeconfig, in-cluster service account, exec plugins,
+TLS, proxies) comes from the official `kubernetes` client; requests go through
+its urllib3 pool, but are built here so that they stay small and cheap:
+metadata-only Accept headers, gzip, responses always drained (keep-alive
+survives), no typed models, and no retries hidden below our own policy.
+The CLI imports this module only inside commands: `node-holder --help` must
+stay fast, and `import kubernetes` alone costs about 0.3 s.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from dateutil.parser import isoparse
+from kubernetes import client, config
+
+from reconcile.decide import NodePatch, NodeView, Transition, claimed_keys
+from reconcile.settings import OWNERSHIP_MARKER, ClusterAccess, ConfigError
+
+log = logging.getLogger(__name__)
+
+ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+MERGE_PATCH = "application/merge-patch+json"
+USER_AGENT = "node-holder"
+EVENT_NAMESPACE = "default"  # where kubelet puts node events; `kubectl describe node` finds them
+IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+class ApiError(Exception):
+    """The API server answered with an error Status (or something unparseable)."""
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        verb: str = "",
+        what: str = "",
+    ) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+        self.verb = verb
+        self.what = what
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying: throttled or a server-side hiccup."""
+        return self.status == 429 or self.status >= 500
+
+    def explain(self) -> str:
+        """One line for people, naming the fix for identity and RBAC problems."""
+        if self.status == 401:
+            return (
+                f"401 Unauthorized while trying to {self.verb} {self.what}: the API server did not "
+                "accept our credentials; check the kubeconfig user or the service account token"
+            )
+        if self.status == 403:
+            return (
+                f"403 Forbidden: {self.message}; grant the ClusterRole in cronjob/ "
+                f"(it needs '{self.verb}' on {self.what})"
+            )
+        return (
+            f"{self.status} {self.reason} while trying to {self.verb} {self.what}: {self.message}"
+        )
+
+
+class TransportError(Exception):
+    """No HTTP answer: refused, reset, timed out, TLS failure. Always worth a retry."""
+
+
+class MalformedNode(Exception):
+    """A node whose metadata cannot be decided on (e.g. an unparseable timestamp)."""
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else {}
+
+    @property
+    def date(self) -> datetime | None:
+        raw = self.headers.get("Date")
+        if not raw:
+            return None
+        try:
+            return parsedate_to_datetime(raw).astimezone(UTC)
+        except (TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
+class Page:
+    nodes: list[NodeView]
+    continue_token: str | None
+    date: datetime | None  # the response's Date header: the API server's clock
+
+
+@dataclass(frozen=True)
+class Written:
+    """Outcome of a successful write."""
+
+    node: str
+    resource_version: str
+
+
+# --- configuration -----------------------------------------------------------
+
+
+def load_configuration(access: ClusterAccess, pool_size: int) -> Any:
+    """Resolve cluster access like kubectl does, without touching the network.
+
+    Order: --kubeconfig, then $KUBECONFIG, then the in-cluster service account
+    (inside a pod), then ~/.kube/config. Every failure is a ConfigError (exit 2).
+    """
+    cfg = client.Configuration()
+    explicit = access.kubeconfig or os.environ.get("KUBECONFIG")
+    in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and IN_CLUSTER_TOKEN.exists()
+    default = Path.home() / ".kube" / "config"
+    try:
+        if explicit:
+            for path in explicit.split(os.pathsep):
+                if path and not Path(path).expanduser().exists():
+                    raise ConfigError(
+                        f"--kubeconfig/KUBECONFIG: {path} does not exist; point it at a "
+                        "kubeconfig file, or unset it to use the in-cluster service account"
+                    )
+            config.load_kube_config(
+                config_file=explicit, context=access.context, client_configuration=cfg
+            )
+        elif in_cluster:
+            if access.context:
+                raise ConfigError(
+                    "--context (NODE_HOLDER_CONTEXT) needs a kubeconfig; inside a pod the "
+                    "service account is used, so unset it or pass --kubeconfig"
+                )
+            config.load_incluster_config(client_configuration=cfg)
+        elif default.exists():
+            config.load_kube_config(
+                config_file=str(default), context=access.context, client_configuration=cfg
+            )
+        else:
+            raise ConfigError(
+                "no cluster access: not running in a pod and no kubeconfig found; "
+                "pass --kubeconfig or set KUBECONFIG"
+            )
+    except config.ConfigException as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(
+            f"cannot load cluster access: {detail}; check --kubeconfig/KUBECONFIG and --context"
+        ) from None
+    except (ValueError, TypeError, KeyError, OSError) as exc:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise ConfigError(
+            f"cannot load cluster access: malformed kubeconfig ({detail}); "
+            "check --kubeconfig/KUBECONFIG"
+        ) from None
+    cfg.connection_pool_maxsize = max(pool_size, 1)
+    cfg.retries = False  # our own retry policy is the only one (apply.py)
+    return cfg
+
+
+# --- the client ------------------------------------------------------------------
+
+
+class Kube:
+    """A few Node and Event calls over the official client's connection pool."""
+
+    def __init__(self, configuration: Any, request_timeout: float = 10.0) -> None:
+        self._cfg = configuration
+        self._pool = client.ApiClient(configuration).rest_client.pool_manager
+        self._host = configuration.host.rstrip("/")
+        self.request_timeout = request_timeout
+        self.requests = 0  # how many requests this run sent (the summary reports it)
+
+    def _headers(self, extra: Mapping[str, str]) -> dict[str, str]:
+        headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip", **extra}
+        for auth in self._cfg.auth_settings().values():
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        verb: str = "",
+        what: str = "",
+    ) -> Response:
+        """One HTTP request; the body is always read so the connection is reused."""
+        url = self._host + path + (f"?{urlencode(query)}" if query else "")
+        payload = None if body is None else json.dumps(body, separators=(",", ":"))
+        seconds = self.request_timeout if timeout is None else max(timeout, 0.05)
+        self.requests += 1
+        try:
+            raw = self._pool.request(
+                method,
+                url,
+                body=payload,
+                headers=self._headers(headers or {}),
+                timeout=urllib3.Timeout(connect=min(seconds, 5.0), read=seconds),
+                preload_content=False,
+                retries=False,
+            )
+            try:
+                data = raw.data  # decodes gzip; drains the socket
+            finally:
+                raw.release_conn()
+        except urllib3.exceptions.HTTPError as exc:
+            raise TransportError(_transport_message(exc, self._host)) from None
+        except OSError as exc:
+            raise TransportError(f"{type(exc).__name__}: {exc}") from None
+        response = Response(raw.status, dict(raw.headers), data)
+        if not 200 <= raw.status < 300:
+            raise _api_error(response, verb, what)
+        return response
+
+    # --- nodes ---
+
+    def list_page(
+        self,
+        *,
+        page_size: int,
+        annotation_keys: frozenset[str],
+        label_keys: frozenset[str],
+        continue_token: str | None = None,
+        timeout: float | None = None,
+    ) -> Page:
+        """One page of the metadata-only node list, already compacted to node views."""
+        query = {"limit": str(page_size)}
+        if continue_token:
+            query["continue"] = continue_token
+        response = self.request(
+            "GET",
+            "/api/v1/nodes",
+            query=query,
+            headers={"Accept": ACCEPT_METADATA_LIST},
+            timeout=timeout,
+            verb="list",
+            what='resource "nodes"',
+        )
+        with _gc_paused():
+            page = response.json()
+            views = [
+                node_view(item.get("metadata") or {}, annotation_keys, label_keys)
+                for item in page.get("items") or ()
+            ]
+            meta = page.get("metadata") or {}
+            del page
+        return Page(views, meta.get("continue") or None, response.date)
+
+    def read_node(
+        self,
+        name: str,
+        *,
+        annotation_keys: frozenset[str],
+        label_keys: frozenset[str],
+        timeout: float | None = None,
+    ) -> NodeView | None:
+        """Re-read one node (after a 409); None if it is gone."""
+        try:
+            response = self.request(
+                "GET",
+                f"/api/v1/nodes/{quote(name, safe='')}",
+                headers={"Accept": ACCEPT_METADATA},
+                timeout=timeout,
+                verb="get",
+                what=f'node "{name}"',
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return node_view(response.json().get("metadata") or {}, annotation_keys, label_keys)
+
+    def patch_node(self, patch: NodePatch, *, timeout: float | None = None) -> Written:
+        """A merge patch of annotations, failing with 409 if the node changed since we read it."""
+        response = self.request(
+            "PATCH",
+            f"/api/v1/nodes/{quote(patch.node, safe='')}",
+            body=patch.body(),
+            headers={"Content-Type": MERGE_PATCH, "Accept": ACCEPT_METADATA},
+            timeout=timeout,
+            verb="patch",
+            what=f'node "{patch.node}"',
+        )
+        meta = response.json().get("metadata") or {}
+        return Written(patch.node, str(meta.get("resourceVersion", "")))
+
+    def create_event(
+        self, transition: Transition, now: datetime, instance: str, timeout: float | None = None
+    ) -> None:
+        """A core/v1 Event on the node, in the namespace where node events live."""
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{transition.node}.{int(now.timestamp() * 1e9):x}",
+                "namespace": EVENT_NAMESPACE,
+            },
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "name": transition.node,
+                "uid": transition.node_uid or transition.node,
+            },
+            "reason": transition.reason,
+            "message": transition.message,
+            "type": "Normal",
+            "source": {"component": USER_AGENT},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+            "reportingComponent": USER_AGENT,
+            "reportingInstance": instance,
+        }
+        self.request(
+            "POST",
+            f"/api/v1/namespaces/{EVENT_NAMESPACE}/events",
+            body=event,
+            headers={"Content-Type": "application/json", "Accept": ACCEPT_METADATA},
+            timeout=timeout,
+            verb="create",
+            what='resource "events" in namespace "default"',
+        )
+
+
+# --- helpers -------------------------------------------------------------------
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Parsing a page makes many small containers; the cyclic GC only slows that down."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def parse_timestamp(raw: Any, node: str) -> datetime:
+    if not isinstance(raw, str) or not raw:
+        raise MalformedNode(f"node/{node}: creationTimestamp is missing")
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        try:
+            moment = isoparse(raw)
+        except (ValueError, OverflowError):
+            raise MalformedNode(
+                f"node/{node}: creationTimestamp {raw!r} is not an RFC 3339 time"
+            ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment
+
+
+def node_view(
+    metadata: Mapping[str, Any], annotation_keys: frozenset[str], label_keys: frozenset[str]
+) -> NodeView:
+    """Keep only what the decision reads: a few hundred bytes instead of ~10 KB."""
+    name = str(metadata.get("name", ""))
+    annotations = metadata.get("annotations") or {}
+    labels = metadata.get("labels") or {}
+    claimed = claimed_keys(annotations)
+    keep = annotation_keys | claimed | {OWNERSHIP_MARKER}
+    return NodeView(
+        name=name,
+        created=parse_timestamp(metadata.get("creationTimestamp"), name),
+        resource_version=str(metadata.get("resourceVersion", "")),
+        uid=str(metadata.get("uid", "")),
+        deleting=bool(metadata.get("deletionTimestamp")),
+        labels={k: labels[k] for k in label_keys if k in labels},
+        annotations={k: annotations[k] for k in keep if k in annotations},
+    )
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    raw = headers.get("Retry-After")
+    if raw is None:
+        return None
+    try:
+        return max(float(raw), 0.0)
+    except ValueError:
+        try:
+            moment = parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        return max((moment - datetime.now(UTC)).total_seconds(), 0.0)
+
+
+def _api_error(response: Response, verb: str, what: str) -> ApiError:
+    reason, message = "", ""
+    try:
+        status = json.loads(response.body)
+        if isinstance(status, dict):
+            reason = str(status.get("reason") or "")
+            message = str(status.get("message") or "")
+    except ValueError:
+        message = response.body[:200].decode("utf-8", "replace").strip()
+    return ApiError(
+        response.status,
+        reason or _REASONS.get(response.status, "Error"),
+        message or "(no message)",
+        retry_after=_retry_after(response.headers),
+        verb=verb,
+        what=what,
+    )
+
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def _transport_message(exc: Exception, host: str) -> str:
+    cause = getattr(exc, "reason", None) or exc
+    if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+        return f"{host} did not answer in time"
+    if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):
+        return f"cannot connect to {host}: timed out"
+    if isinstance(exc, urllib3.exceptions.NewConnectionError | urllib3.exceptions.MaxRetryError):
+        text = str(cause)
+        if "Connection refused" in text:
+            return f"cannot connect to {host}: connection refused"
+        if "Name or service not known" in text or "nodename nor servname" in text:
+            return f"cannot connect to {host}: host name not found"
+        return f"cannot connect to {host}: {text}"
+    if isinstance(exc, urllib3.exceptions.ProtocolError):
+        return f"connection to {host} dropped: {cause}"
+    if isinstance(exc, urllib3.exceptions.SSLError):
+        return f"TLS error talking to {host}: {cause}"
+    return f"{type(exc).__name__} talking to {host}: {cause}"

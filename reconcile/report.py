@@ -1,0 +1,253 @@
+"""Text and JSON renderings of a run: the lines people read in `kubectl logs`.
+
+Wording follows kube-janitor's `node/<name>: would add ...` lines, then one
+summary line per run.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from reconcile.apply import NodeResult, Outcome
+from reconcile.decide import HoldWindow, Mode, NodePatch, Plan
+from reconcile.run import RunResult
+from reconcile.settings import Scope, format_duration
+
+
+def iso(moment: datetime | None) -> str | None:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else None
+
+
+def _keys(keys: tuple[str, ...]) -> str:
+    return ", ".join(keys)
+
+
+def _body(patch: NodePatch) -> str:
+    return json.dumps(patch.body(), separators=(",", ":"), sort_keys=False)
+
+
+def patch_line(patch: NodePatch, result: NodeResult | None, dry_run: bool) -> str:
+    """`node/x: would add karpenter.sh/do-not-disrupt {...}` and friends."""
+    what = {
+        "add": f"add {_keys(patch.added)}",
+        "remove": f"remove {_keys(patch.removed)}",
+        "disown": "drop ownership of annotations someone else changed",
+    }[patch.action]
+    if patch.added and patch.removed:
+        what = f"add {_keys(patch.added)}, remove {_keys(patch.removed)}"
+    if dry_run:
+        return f"node/{patch.node}: would {what} {_body(patch)}"
+    assert result is not None
+    past = {
+        "add": f"added {_keys(patch.added)}",
+        "remove": f"removed {_keys(patch.removed)}",
+        "disown": "dropped ownership of annotations someone else changed",
+    }[patch.action]
+    match result.outcome:
+        case Outcome.PATCHED:
+            extra = f" (after {result.conflicts} conflict(s))" if result.conflicts else ""
+            return f"node/{patch.node}: {past}{extra}"
+        case Outcome.SETTLED:
+            return f"node/{patch.node}: changed by someone else meanwhile; nothing left to do"
+        case Outcome.GONE:
+            return f"node/{patch.node}: deleted meanwhile; skipped"
+        case Outcome.NOT_SENT:
+            return f"node/{patch.node}: not sent ({result.error or 'stopped'}): would {what}"
+    return f"node/{patch.node}: failed to {what}: {result.error}"
+
+
+def describe_window(window: HoldWindow, now: datetime, plan: Plan) -> str:
+    """`held: youngest node x is 3m old, hold until T (17m left)` and its released forms."""
+    if plan.mode is Mode.RELEASE:
+        return "released (node-holder release: every hold this tool owns is removed)"
+    if window.youngest is None or window.youngest_created is None:
+        return "released: no node that can start a hold"
+    age = format_duration(now - window.youngest_created)
+    until = iso(window.hold_until)
+    if window.held:
+        assert window.hold_until is not None
+        left = format_duration(window.hold_until - now)
+        capped = f", capped by --max-hold at {until}" if window.capped else ""
+        return (
+            f"held: youngest node {window.youngest} is {age} old, "
+            f"hold until {until} ({left} left{capped})"
+        )
+    if (
+        window.capped
+        and window.hold_until is not None
+        and window.hold_until > window.youngest_created
+    ):
+        return (
+            f"released: --max-hold ended the hold at {until}; youngest node {window.youngest} "
+            f"is {age} old"
+        )
+    return f"released: youngest node {window.youngest} is {age} old, hold ended at {until}"
+
+
+def _counts(result: RunResult) -> str:
+    plan = result.plan
+    summary = plan.summary()
+    verb = "would be " if result.dry_run else ""
+    parts = [
+        f"{summary.added} {verb}added",
+        f"{summary.removed} {verb}removed",
+        f"{summary.unchanged} unchanged",
+        f"{summary.foreign} held by others",
+        f"{summary.deleting} deleting",
+    ]
+    if summary.disowned:
+        parts.insert(2, f"{summary.disowned} {verb}disowned")
+    if result.applied is not None and result.applied.failed:
+        parts.append(f"{len(result.applied.failed)} failed")
+    return ", ".join(parts)
+
+
+def decision_lines(result: RunResult) -> list[str]:
+    """The summary: one line for the cluster scope, one per held/changed window otherwise."""
+    plan = result.plan
+    counts = _counts(result)
+    if plan.hold.scope is Scope.CLUSTER or plan.mode is Mode.RELEASE:
+        window = plan.windows[0] if plan.windows else HoldWindow("cluster", held=False)
+        text = describe_window(window, plan.now, plan)
+        return [f"{text}; {counts}"]
+    changed = {p.window for p in plan.patches}
+    lines = []
+    if plan.hold.scope is Scope.GROUP:
+        for window in plan.windows:
+            if window.held or window.name in changed:
+                lines.append(f"group {window.name}: {describe_window(window, plan.now, plan)}")
+    held = sum(1 for w in plan.windows if w.held)
+    unit = "groups" if plan.hold.scope is Scope.GROUP else "nodes"
+    lines.append(f"{held} of {len(plan.windows)} {unit} held ({plan.hold.scope} scope); {counts}")
+    return lines
+
+
+def render_text(result: RunResult) -> list[str]:
+    lines = []
+    outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
+    for patch in result.plan.patches:
+        lines.append(patch_line(patch, outcomes.get(patch.node), result.dry_run))
+    for transition in result.events:
+        lines.append(f"event {transition.reason} on node/{transition.node}: {transition.message}")
+    lines.extend(decision_lines(result))
+    return lines
+
+
+def window_json(window: HoldWindow, now: datetime) -> dict[str, Any]:
+    return {
+        "name": window.name,
+        "held": window.held,
+        "youngestNode": window.youngest,
+        "youngestAge": format_duration(now - window.youngest_created)
+        if window.youngest_created
+        else None,
+        "holdUntil": iso(window.hold_until),
+        "stretchStart": iso(window.stretch_start),
+        "capped": window.capped,
+        "triggerNodes": window.triggers,
+        "nodes": window.nodes,
+    }
+
+
+def _headline(plan: Plan) -> dict[str, Any]:
+    held_windows = [w for w in plan.windows if w.held] if plan.mode is Mode.RECONCILE else []
+    with_trigger = [w for w in plan.windows if w.youngest_created is not None]
+    youngest = max(with_trigger, key=lambda w: w.youngest_created, default=None)  # type: ignore[arg-type, return-value]
+    until = max((w.hold_until for w in held_windows if w.hold_until), default=None)
+    return {
+        "held": bool(held_windows),
+        "holdUntil": iso(until),
+        "youngestNode": youngest.youngest if youngest else None,
+        "youngestCreated": iso(youngest.youngest_created) if youngest else None,
+    }
+
+
+def render_json(result: RunResult, command: str) -> dict[str, Any]:
+    plan = result.plan
+    outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
+    patches = []
+    for patch in plan.patches:
+        entry: dict[str, Any] = {"node": patch.node, "action": patch.action, "body": patch.body()}
+        outcome = outcomes.get(patch.node)
+        if outcome is not None:
+            entry["result"] = str(outcome.outcome)
+            if outcome.conflicts:
+                entry["conflicts"] = outcome.conflicts
+                entry["body"] = outcome.patch.body()
+            if outcome.error:
+                entry["error"] = outcome.error
+        patches.append(entry)
+    summary = plan.summary()
+    return {
+        "command": command,
+        "dryRun": result.dry_run,
+        "now": iso(plan.now),
+        "clock": result.listing.clock,
+        "scope": str(plan.hold.scope),
+        "holdDuration": format_duration(plan.hold.hold_duration),
+        "annotations": list(plan.hold.annotations),
+        **_headline(plan),
+        "windows": [
+            window_json(w, plan.now)
+            for w in plan.windows
+            if plan.hold.scope != Scope.NODE or w.held
+        ],
+        "patches": patches,
+        "errors": list(result.errors) + list(result.event_errors),
+        "events": [
+            {"reason": t.reason, "node": t.node, "message": t.message} for t in result.events
+        ],
+        "summary": {
+            "nodes": len(plan.decisions),
+            "added": summary.added,
+            "removed": summary.removed,
+            "disowned": summary.disowned,
+            "unchanged": summary.unchanged,
+            "heldByOthers": summary.foreign,
+            "deleting": summary.deleting,
+            "writes": result.applied.writes if result.applied else 0,
+            "failed": len(result.applied.failed) if result.applied else 0,
+            "requests": result.requests,
+            "listPages": result.listing.pages,
+        },
+    }
+
+
+# --- status --------------------------------------------------------------------
+
+
+def status_rows(plan: Plan) -> list[dict[str, Any]]:
+    rows = []
+    for d in plan.decisions:
+        nxt = d.patch.action if d.patch else "-"
+        rows.append(
+            {
+                "name": d.node,
+                "age": format_duration(plan.now - d.created),
+                "window": d.window,
+                "state": d.state + (" (deleting)" if d.deleting else ""),
+                "annotations": {k: str(s) for k, s in d.keys},
+                "next": nxt,
+            }
+        )
+    return rows
+
+
+def render_status_text(result: RunResult) -> list[str]:
+    rows = status_rows(result.plan)
+    header = ("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN")
+    table = [header] + [(r["name"], r["age"], r["window"], r["state"], r["next"]) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    ]
+    return [*decision_lines(result), "", *lines]
+
+
+def render_status_json(result: RunResult) -> dict[str, Any]:
+    data = render_json(result, "status")
+    data["nodes"] = status_rows(result.plan)
+    return data

@@ -1,0 +1,205 @@
+"""One pass: read the whole node list, decide, apply, record Events. No loop.
+
+Used by every command (`reconcile`, `status`, `release`) and by `simulate`,
+so the replay goes through exactly the code a CronJob runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from reconcile.apply import ApplyResult, Outcome, Pool, apply_plan
+from reconcile.decide import Mode, NodeView, Plan, Transition, decide
+from reconcile.kube import ApiError, Kube, Page, TransportError
+from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
+from reconcile.settings import OWNERSHIP_MARKER, Clock, HoldSettings, RunSettings
+
+log = logging.getLogger(__name__)
+
+LIST_RESTARTS = 3  # a continue token that expired (410) restarts the list this often
+
+
+class ListFailed(Exception):
+    """The whole node list could not be read; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    nodes: list[NodeView]
+    now: datetime
+    clock: str  # "server" (Date header) or "local"
+    pages: int
+    restarts: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    plan: Plan
+    listing: Listing
+    dry_run: bool
+    applied: ApplyResult | None = None
+    events: tuple[Transition, ...] = ()
+    event_errors: tuple[str, ...] = ()
+    requests: int = 0
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        if self.applied is None:
+            return ()
+        errors = [f"node/{r.node}: {r.error or r.outcome}" for r in self.applied.failed]
+        return tuple(errors)
+
+    @property
+    def ok(self) -> bool:
+        return self.applied is None or not self.applied.failed
+
+
+def read_nodes(kube: Kube, hold: HoldSettings, run: RunSettings, pool: Pool) -> Listing:
+    """The whole list or an exception: a partial list is never returned."""
+    annotation_keys = frozenset(hold.annotations) | {OWNERSHIP_MARKER}
+    label_keys = hold.label_keys
+    restarts = 0
+    while True:
+        nodes: list[NodeView] = []
+        pages = 0
+        server_now: datetime | None = None
+        token: str | None = None
+        try:
+            while True:
+                if pool.stop.is_set():
+                    raise Interrupted("list")
+
+                def page(timeout: float, token: str | None = token) -> Page:
+                    return kube.list_page(
+                        page_size=run.page_size,
+                        annotation_keys=annotation_keys,
+                        label_keys=label_keys,
+                        continue_token=token,
+                        timeout=timeout,
+                    )
+
+                got = retrying(
+                    page,
+                    what="list nodes",
+                    backoff=pool.backoff,
+                    deadline=pool.deadline,
+                    stop=pool.stop,
+                    request_timeout=pool.request_timeout,
+                )
+                nodes.extend(got.nodes)
+                pages += 1
+                server_now = got.date
+                token = got.continue_token
+                if not token:
+                    break
+        except ApiError as exc:
+            if exc.status == 410 and restarts < LIST_RESTARTS:
+                restarts += 1
+                log.warning("node list expired mid-way (410 Gone); starting the list again")
+                continue
+            raise ListFailed(f"cannot list nodes: {exc.explain()}; nothing was changed") from None
+        except TransportError as exc:
+            raise ListFailed(f"cannot list nodes: {exc}; nothing was changed") from None
+        except DeadlineExceeded:
+            raise ListFailed(
+                "cannot list nodes within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
+            ) from None
+        break
+    if run.clock is Clock.SERVER and server_now is not None:
+        now, clock = server_now, "server"
+    else:
+        if run.clock is Clock.SERVER:
+            log.warning("the API server sent no Date header; deciding with the local clock")
+        now, clock = datetime.now(UTC), "local"
+    return Listing(nodes, now, clock, pages, restarts)
+
+
+def make_pool(run: RunSettings, stop: threading.Event, request_timeout: float) -> Pool:
+    return Pool(
+        workers=run.workers,
+        limiter=RateLimiter(run.qps, burst=run.workers),
+        backoff=Backoff(),
+        deadline=Deadline(run.timeout.total_seconds()),
+        stop=stop,
+        request_timeout=request_timeout,
+    )
+
+
+def run_once(
+    kube: Kube,
+    hold: HoldSettings,
+    run: RunSettings,
+    *,
+    mode: Mode = Mode.RECONCILE,
+    write: bool = True,
+    stop: threading.Event | None = None,
+) -> RunResult:
+    """List, decide and (unless dry-run or `write=False`) patch and record Events.
+
+    Raises ListFailed when the node list is incomplete; Interrupted on SIGTERM
+    before anything was written.
+    """
+    stop = stop or threading.Event()
+    pool = make_pool(run, stop, kube.request_timeout)
+    listing = read_nodes(kube, hold, run, pool)
+    plan = decide(listing.nodes, listing.now, hold, mode)
+    del listing.nodes[:]  # the plan keeps what it needs; let the views go
+    if run.dry_run or not write:
+        return RunResult(plan, listing, dry_run=True, requests=kube.requests)
+
+    annotation_keys = frozenset(hold.annotations) | {OWNERSHIP_MARKER}
+
+    def reread(name: str, timeout: float) -> NodeView | None:
+        return kube.read_node(
+            name, annotation_keys=annotation_keys, label_keys=hold.label_keys, timeout=timeout
+        )
+
+    applied = apply_plan(plan, kube, pool, reread)
+    events, event_errors = _record_events(kube, plan, applied, run, pool)
+    return RunResult(
+        plan,
+        listing,
+        dry_run=False,
+        applied=applied,
+        events=events,
+        event_errors=event_errors,
+        requests=kube.requests,
+    )
+
+
+def _record_events(
+    kube: Kube, plan: Plan, applied: ApplyResult, run: RunSettings, pool: Pool
+) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
+    """An Event per hold that started, grew or ended, if any of its patches landed.
+
+    Events are best effort: a failure is logged and reported, but does not
+    fail the run, because the hold itself is in place.
+    """
+    if not run.events or not plan.transitions:
+        return (), ()
+    landed = {r.patch.window for r in applied.results if r.outcome is Outcome.PATCHED}
+    instance = socket.gethostname()
+    sent, errors = [], []
+    for transition in plan.transitions:
+        if transition.window not in landed:
+            continue
+        try:
+            retrying(
+                lambda timeout, t=transition: kube.create_event(t, plan.now, instance, timeout),
+                what=f"event {transition.reason} on node/{transition.node}",
+                backoff=pool.backoff,
+                deadline=pool.deadline,
+                stop=pool.stop,
+                request_timeout=pool.request_timeout,
+            )
+            sent.append(transition)
+        except (ApiError, TransportError, DeadlineExceeded, Interrupted) as exc:
+            text = exc.explain() if isinstance(exc, ApiError) else str(exc) or type(exc).__name__
+            log.warning("could not record event %s: %s", transition.reason, text)
+            errors.append(f"event {transition.reason} on node/{transition.node}: {text}")
+    return tuple(sent), tuple(errors)

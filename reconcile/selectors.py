@@ -1,0 +1,164 @@
+"""Kubernetes label selectors, parsed and matched on the client.
+
+The tool lists every node once and evaluates `--trigger-selector` and
+`--node-selector` itself (two selectors cannot share one server-side list).
+The grammar and matching follow k8s.io/apimachinery/pkg/labels: `key`, `!key`,
+`=`, `==`, `!=`, `in (...)`, `notin (...)`, `>`/`<` on integers; a comma
+means AND; `!=` and `notin` also match nodes that lack the label.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from reconcile.names import label_value_problem, qualified_name_problem
+
+
+class SelectorError(ValueError):
+    """A selector that Kubernetes would refuse; the message says where."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    op: str  # exists, !exists, =, !=, in, notin, gt, lt
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        has = self.key in labels
+        value = labels.get(self.key)
+        match self.op:
+            case "exists":
+                return has
+            case "!exists":
+                return not has
+            case "=" | "in":
+                return has and value in self.values
+            case "!=" | "notin":
+                return not has or value not in self.values
+            case "gt" | "lt":
+                if not has:
+                    return False
+                try:
+                    number = int(value)  # type: ignore[arg-type]
+                except ValueError:
+                    return False
+                bound = int(self.values[0])
+                return number > bound if self.op == "gt" else number < bound
+        raise AssertionError(self.op)
+
+    def __str__(self) -> str:
+        match self.op:
+            case "exists":
+                return self.key
+            case "!exists":
+                return f"!{self.key}"
+            case "=" | "!=":
+                return f"{self.key}{self.op}{self.values[0]}"
+            case "gt":
+                return f"{self.key}>{self.values[0]}"
+            case "lt":
+                return f"{self.key}<{self.values[0]}"
+        return f"{self.key} {self.op} ({','.join(self.values)})"
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A conjunction of requirements; the empty selector matches every node."""
+
+    requirements: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(r.matches(labels) for r in self.requirements)
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(r.key for r in self.requirements)
+
+    def __bool__(self) -> bool:
+        return bool(self.requirements)
+
+    def __str__(self) -> str:
+        return ",".join(str(r) for r in self.requirements)
+
+
+EVERYTHING = Selector()
+
+_SET_RE = re.compile(r"^\s*(!?)\s*([^\s!=<>,()]+)\s+(in|notin)\s*\(([^()]*)\)\s*$")
+_OP_RE = re.compile(r"^\s*([^\s!=<>,()]+)\s*(==|=|!=|>|<)\s*([^\s!=<>,()]*)\s*$")
+_EXISTS_RE = re.compile(r"^\s*(!?)\s*([^\s!=<>,()]+)\s*$")
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not inside `( ... )`."""
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise SelectorError("unbalanced ')'")
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if depth:
+        raise SelectorError("unbalanced '('")
+    parts.append("".join(current))
+    return parts
+
+
+def _check_key(key: str) -> None:
+    problem = qualified_name_problem(key)
+    if problem:
+        raise SelectorError(f"invalid label key {key!r}: {problem}")
+
+
+def _check_value(value: str) -> None:
+    problem = label_value_problem(value)
+    if problem:
+        raise SelectorError(f"invalid label value {value!r}: {problem}")
+
+
+def _parse_requirement(text: str) -> Requirement:
+    if m := _SET_RE.match(text):
+        if m.group(1):
+            raise SelectorError(f"'!' cannot be combined with {m.group(3)!r} in {text.strip()!r}")
+        key, op = m.group(2), m.group(3)
+        _check_key(key)
+        values = tuple(v.strip() for v in m.group(4).split(","))
+        if values == ("",):
+            raise SelectorError(f"{key} {op} (...) needs at least one value")
+        for v in values:
+            _check_value(v)
+        return Requirement(key, op, tuple(sorted(set(values))))
+    if m := _OP_RE.match(text):
+        key, op, value = m.groups()
+        _check_key(key)
+        if op in (">", "<"):
+            if not re.fullmatch(r"-?\d+", value):
+                raise SelectorError(f"{key}{op}{value}: '{op}' needs an integer value")
+            return Requirement(key, "gt" if op == ">" else "lt", (value,))
+        _check_value(value)
+        return Requirement(key, "!=" if op == "!=" else "=", (value,))
+    if m := _EXISTS_RE.match(text):
+        key = m.group(2)
+        _check_key(key)
+        return Requirement(key, "!exists" if m.group(1) else "exists")
+    raise SelectorError(f"cannot parse requirement {text.strip()!r}")
+
+
+def parse_selector(text: str | None) -> Selector:
+    """Parse a label selector string; '' or None selects everything."""
+    if text is None or not text.strip():
+        return EVERYTHING
+    requirements = []
+    for part in _split_top_level(text):
+        if not part.strip():
+            raise SelectorError(f"empty requirement in {text!r}")
+        requirements.append(_parse_requirement(part))
+    return Selector(tuple(requirements))

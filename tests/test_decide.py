@@ -1,0 +1,212 @@
+"""The pure decision, example by example: each test names the rule it protects."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from reconcile.decide import KeyState, Mode, decide
+from reconcile.selectors import parse_selector
+from reconcile.settings import OWNERSHIP_MARKER, HoldSettings, Scope
+from tests.support import T0, apply_plan, merge, minutes, node
+
+KEY = "karpenter.sh/do-not-disrupt"
+CA_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+HOLD = HoldSettings()
+
+
+def test_young_node_holds_every_node_with_one_patch_each() -> None:
+    nodes = [node("old-a"), node("old-b"), node("young", minutes(5))]
+    plan = decide(nodes, T0, HOLD)
+    assert plan.held
+    assert plan.windows[0].youngest == "young"
+    assert plan.windows[0].hold_until == T0 + minutes(15)
+    assert {p.node for p in plan.patches} == {"old-a", "old-b", "young"}
+    for patch in plan.patches:
+        assert patch.body() == {
+            "metadata": {
+                "resourceVersion": "1",
+                "annotations": {KEY: "true", OWNERSHIP_MARKER: KEY},
+            }
+        }
+
+
+def test_hold_ends_exactly_at_youngest_plus_duration() -> None:
+    nodes = [node("a", minutes(20))]
+    assert not decide(nodes, T0, HOLD).held  # now == created + 20m: released
+    assert decide(nodes, T0 - timedelta(seconds=1), HOLD).held
+
+
+def test_release_removes_only_what_we_own() -> None:
+    ours = {KEY: "true", OWNERSHIP_MARKER: KEY, "team": "x"}
+    theirs = {KEY: "true", "team": "y"}
+    nodes = [node("ours", annotations=ours), node("theirs", annotations=theirs)]
+    plan = decide(nodes, T0, HOLD)
+    assert not plan.held
+    assert [p.node for p in plan.patches] == ["ours"]
+    assert merge(ours, plan.patches[0]) == {"team": "x"}
+
+
+@pytest.mark.parametrize("value", ["true", "false", "", "yes"])
+def test_foreign_hold_annotation_is_never_touched(value: str) -> None:
+    nodes = [node("n", annotations={KEY: value}), node("young", minutes(1))]
+    held = decide(nodes, T0, HOLD)
+    assert all(p.node != "n" for p in held.patches)
+    released = decide(nodes, T0 + minutes(30), HOLD)
+    assert all(p.node != "n" for p in released.patches)
+    assert dict(held.decisions[0].keys)[KEY] is KeyState.FOREIGN
+
+
+def test_value_changed_by_someone_is_disowned_not_removed() -> None:
+    annotations = {KEY: "false", OWNERSHIP_MARKER: KEY}
+    plan = decide([node("n", annotations=annotations)], T0, HOLD)
+    (patch,) = plan.patches
+    assert merge(annotations, patch) == {KEY: "false"}
+    assert patch.action == "disown"
+
+
+def test_deleting_nodes_neither_trigger_nor_get_patched() -> None:
+    nodes = [node("old"), node("dying", minutes(1), deleting=True)]
+    plan = decide(nodes, T0, HOLD)
+    assert not plan.held
+    assert plan.patches == ()
+    dying_with_ours = node("dying", deleting=True, annotations={KEY: "true", OWNERSHIP_MARKER: KEY})
+    assert decide([dying_with_ours], T0, HOLD).patches == ()
+
+
+def test_steady_state_makes_no_patch_and_new_node_costs_one() -> None:
+    nodes = [node("a"), node("b", minutes(3))]
+    nodes = apply_plan(nodes, decide(nodes, T0, HOLD).patches)
+    assert decide(nodes, T0 + minutes(1), HOLD).patches == ()
+    nodes.append(node("c", minutes(0), now=T0 + minutes(2)))
+    assert [p.node for p in decide(nodes, T0 + minutes(2), HOLD).patches] == ["c"]
+
+
+def test_full_cycle_restores_every_annotation_exactly() -> None:
+    before = {
+        "a": {"team": "x", "note": "keep"},
+        "b": {},
+        "c": {KEY: "false"},
+        "d": {CA_KEY: "true"},
+    }
+    hold = HoldSettings(annotations=(KEY, CA_KEY))
+    nodes = [node(name, annotations=a) for name, a in before.items()] + [node("new", minutes(2))]
+    nodes = apply_plan(nodes, decide(nodes, T0, hold).patches)
+    assert nodes[0].annotations[KEY] == "true"
+    assert nodes[2].annotations[KEY] == "false"  # foreign value kept during the hold
+    nodes = apply_plan(nodes, decide(nodes, T0 + minutes(30), hold).patches)
+    assert {n.name: dict(n.annotations) for n in nodes} == {**before, "new": {}}
+
+
+def test_ownership_is_per_key() -> None:
+    hold = HoldSettings(annotations=(KEY, CA_KEY))
+    nodes = [node("n", annotations={CA_KEY: "true"}), node("young", minutes(1))]
+    plan = decide(nodes, T0, hold)
+    patch = next(p for p in plan.patches if p.node == "n")
+    assert dict(patch.changes) == {KEY: "true", OWNERSHIP_MARKER: KEY}
+
+
+def test_keys_we_own_but_no_longer_configure_are_removed() -> None:
+    """Switching --annotation from do-not-consolidate to do-not-disrupt cleans up the old key."""
+    old = "karpenter.sh/do-not-consolidate"
+    annotations = {old: "true", OWNERSHIP_MARKER: old}
+    nodes = [node("n", annotations=annotations), node("young", minutes(1))]
+    (patch,) = [p for p in decide(nodes, T0, HOLD).patches if p.node == "n"]
+    assert merge(annotations, patch) == {KEY: "true", OWNERSHIP_MARKER: KEY}
+
+
+def test_release_mode_removes_every_owned_hold_even_during_a_hold() -> None:
+    ours = {KEY: "true", OWNERSHIP_MARKER: KEY}
+    nodes = [node("a", annotations=ours), node("young", minutes(1), annotations=ours)]
+    plan = decide(nodes, T0, HOLD, Mode.RELEASE)
+    assert not plan.held
+    assert sorted(p.node for p in plan.patches) == ["a", "young"]
+    assert all(merge(ours, p) == {} for p in plan.patches)
+
+
+def test_group_scope_holds_only_the_group_of_the_new_node() -> None:
+    hold = HoldSettings(scope=Scope.GROUP)
+    pool = "karpenter.sh/nodepool"
+    nodes = [
+        node("batch-old", labels={pool: "batch"}),
+        node("batch-new", minutes(2), labels={pool: "batch"}),
+        node("web-old", labels={pool: "web"}),
+        node("unlabelled"),
+    ]
+    plan = decide(nodes, T0, hold)
+    assert sorted(p.node for p in plan.patches) == ["batch-new", "batch-old"]
+    assert {w.name: w.held for w in plan.windows} == {
+        "!karpenter.sh/nodepool": False,
+        "karpenter.sh/nodepool=batch": True,
+        "karpenter.sh/nodepool=web": False,
+    }
+
+
+def test_unlabelled_nodes_form_their_own_group() -> None:
+    hold = HoldSettings(scope=Scope.GROUP)
+    nodes = [node("a"), node("b", minutes(1)), node("c", labels={"karpenter.sh/nodepool": "x"})]
+    assert sorted(p.node for p in decide(nodes, T0, hold).patches) == ["a", "b"]
+
+
+def test_node_scope_holds_each_node_until_it_is_old_enough() -> None:
+    hold = HoldSettings(scope=Scope.NODE)
+    nodes = [node("old"), node("young", minutes(19)), node("newest", minutes(1))]
+    assert sorted(p.node for p in decide(nodes, T0, hold).patches) == ["newest", "young"]
+
+
+def test_trigger_selector_limits_who_starts_a_hold() -> None:
+    hold = HoldSettings(trigger_selector=parse_selector("karpenter.sh/nodepool"))
+    unmanaged_young = [node("old"), node("static", minutes(1))]
+    assert not decide(unmanaged_young, T0, hold).held
+    managed = [*unmanaged_young, node("kp", minutes(1), labels={"karpenter.sh/nodepool": "a"})]
+    plan = decide(managed, T0, hold)
+    assert plan.held and len(plan.patches) == 3
+
+
+def test_node_selector_limits_who_is_held_and_releases_leavers() -> None:
+    hold = HoldSettings(node_selector=parse_selector("karpenter.sh/nodepool"))
+    ours = {KEY: "true", OWNERSHIP_MARKER: KEY}
+    nodes = [
+        node("kp", labels={"karpenter.sh/nodepool": "a"}),
+        node("static", minutes(1)),
+        node("left-the-pool", annotations=ours),
+    ]
+    plan = decide(nodes, T0, hold)
+    assert plan.held
+    patches = {p.node: p for p in plan.patches}
+    assert set(patches) == {"kp", "left-the-pool"}
+    assert merge(ours, patches["left-the-pool"]) == {}
+
+
+def test_max_hold_caps_a_stretch_and_then_stays_free_for_one_hold_duration() -> None:
+    hold = HoldSettings(hold_duration=minutes(20), max_hold=minutes(60))
+    start = T0 - minutes(70)
+    # A node every 10 minutes for 70 minutes: without a cap, held the whole time.
+    nodes = [node(f"n{i}", now=start + minutes(10 * i), age=timedelta(0)) for i in range(8)]
+    plan = decide(nodes, T0, hold)
+    window = plan.windows[0]
+    assert window.capped
+    assert window.hold_until == start + minutes(60)
+    assert not plan.held
+    assert decide(nodes, T0, HoldSettings(hold_duration=minutes(20))).held  # uncapped: held
+    # Nodes created in the gap (60..80) start no hold; one created after it does.
+    later = [*nodes, node("after-gap", now=start + minutes(81), age=timedelta(0))]
+    assert decide(later, start + minutes(82), hold).held
+
+
+def test_empty_cluster_is_released_with_no_patches() -> None:
+    plan = decide([], T0, HOLD)
+    assert not plan.held and plan.patches == () and plan.windows[0].youngest is None
+
+
+def test_transitions_name_the_youngest_node() -> None:
+    nodes = [node("a"), node("young", minutes(5))]
+    (started,) = decide(nodes, T0, HOLD).transitions
+    assert (started.reason, started.node, started.node_uid) == ("HoldStarted", "young", "uid-young")
+    held = apply_plan(nodes, decide(nodes, T0, HOLD).patches)
+    grown = [*held, node("newer", minutes(1))]
+    assert [t.reason for t in decide(grown, T0, HOLD).transitions] == ["HoldExtended"]
+    (ended,) = decide(held, T0 + minutes(20), HOLD).transitions
+    assert ended.reason == "HoldEnded" and "young" in ended.message
+    assert decide(held, T0, HOLD).transitions == ()

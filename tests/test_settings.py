@@ -1,0 +1,107 @@
+"""Parsing of durations, keys and selectors: every bad value is one readable line."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reconcile.settings import (
+    ConfigError,
+    annotation_keys_option,
+    duration_option,
+    format_duration,
+    parse_duration,
+    selector_option,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("90s", timedelta(seconds=90)),
+        ("20m", timedelta(minutes=20)),
+        ("1h30m", timedelta(minutes=90)),
+        ("2d", timedelta(days=2)),
+        ("1.5h", timedelta(minutes=90)),
+        ("PT20M", timedelta(minutes=20)),
+        ("pt1h30m", timedelta(minutes=90)),
+        ("P1DT2H", timedelta(hours=26)),
+        ("20", timedelta(minutes=20)),  # the original chart's holdDuration: 20
+        ("0.5", timedelta(seconds=30)),
+        (" 45m ", timedelta(minutes=45)),
+    ],
+)
+def test_durations_people_write_are_understood(text: str, expected: timedelta) -> None:
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["", "0", "0m", "-5m", "PT0S", "P", "PT", "5x", "m", "1h-5m", "abc", "nan"]
+)
+def test_bad_durations_name_the_option_and_show_examples(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        duration_option(text, "--hold-duration", "HOLD_DURATION")
+    message = str(info.value)
+    assert message.startswith("--hold-duration (HOLD_DURATION): ")
+    assert "20m" in message and "PT20M" in message
+    assert "\n" not in message
+
+
+@given(st.integers(min_value=1, max_value=3599) | st.integers(1, 1439).map(lambda m: m * 60))
+def test_format_then_parse_round_trips(seconds: int) -> None:
+    """Exact while the value needs at most two units (format keeps the two largest)."""
+    delta = timedelta(seconds=seconds)
+    assert parse_duration(format_duration(delta)) == delta
+
+
+def test_format_duration_reads_well() -> None:
+    assert format_duration(timedelta(minutes=90)) == "1h30m"
+    assert format_duration(timedelta(seconds=45)) == "45s"
+    assert format_duration(timedelta(0)) == "0s"
+    assert format_duration(timedelta(minutes=-3)) == "-3m"
+
+
+def test_annotation_keys_split_commas_keep_order_and_drop_repeats() -> None:
+    keys = annotation_keys_option(
+        [
+            "karpenter.sh/do-not-disrupt, cluster-autoscaler.kubernetes.io/scale-down-disabled",
+            "karpenter.sh/do-not-disrupt",
+        ],
+        "--annotation",
+        "HOLD_ANNOTATION",
+    )
+    assert keys == (
+        "karpenter.sh/do-not-disrupt",
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "bad key",
+        "Karpenter.SH/x",
+        "/x",
+        "x/",
+        "-x",
+        "a/b/c",
+        "x" * 64,
+        "node-holder.dev/owned-annotations",
+        ",",
+    ],
+)
+def test_bad_annotation_keys_are_refused(key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        annotation_keys_option([key], "--annotation", "HOLD_ANNOTATION")
+    assert str(info.value).startswith("--annotation (HOLD_ANNOTATION): ")
+
+
+def test_bad_selector_names_the_option() -> None:
+    with pytest.raises(ConfigError) as info:
+        selector_option("a in (", "--node-selector", "HOLD_NODE_SELECTOR")
+    assert str(info.value).startswith(
+        "--node-selector (HOLD_NODE_SELECTOR): 'a in (' is not a label selector"
+    )
