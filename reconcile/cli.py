@@ -92,7 +92,7 @@ hold_options = _options(
         default=[DEFAULT_ANNOTATION],
         show_default=True,
         help="Hold annotation to set (repeatable; comma-separated in the env var). "
-        "karpenter.sh/do-not-consolidate for Karpenter before v1; "
+        "karpenter.sh/do-not-consolidate for Karpenter before v0.32; "
         "cluster-autoscaler.kubernetes.io/scale-down-disabled for cluster-autoscaler.",
     ),
     _choice(
@@ -172,6 +172,14 @@ def read_options(timeout_default: str = "45s") -> Decorator:
             default=timeout_default,
             show_default=True,
             help="Deadline for the whole run; keep it below the CronJob's activeDeadlineSeconds.",
+        ),
+        click.option(
+            "--request-timeout",
+            envvar="NODE_HOLDER_REQUEST_TIMEOUT",
+            show_envvar=True,
+            default="10s",
+            show_default=True,
+            help="Give up on one request after this long (it is then retried within --timeout).",
         ),
         click.option(
             "--page-size",
@@ -322,7 +330,13 @@ def parse(command: str, opts: dict[str, Any]) -> Invocation:
         command=command,
         hold=hold_settings(opts),
         run=run_settings(opts),
-        access=ClusterAccess(kubeconfig=opts.get("kubeconfig"), context=opts.get("context")),
+        access=ClusterAccess(
+            kubeconfig=opts.get("kubeconfig"),
+            context=opts.get("context"),
+            request_timeout=duration_option(
+                opts["request_timeout"], "--request-timeout", "NODE_HOLDER_REQUEST_TIMEOUT"
+            ).total_seconds(),
+        ),
         verbose=opts.get("verbose", 0),
     )
 

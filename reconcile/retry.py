@@ -117,8 +117,8 @@ class RateLimiter:
                 now = self._clock()
                 self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
                 self._stamp = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
+                if self._tokens >= 1 - 1e-9:  # float dust must not mean another wait
+                    self._tokens = max(self._tokens - 1, 0.0)
                     return
                 wait = (1 - self._tokens) / self.qps
             if wait >= deadline.remaining():

@@ -1,0 +1,181 @@
+"""Retry policy, deadline and rate limiter, with a fake clock: no sleeping, no timing."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from reconcile.kube import ApiError, TransportError
+from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeStop(threading.Event):
+    """An Event whose wait() advances the fake clock instead of sleeping."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout or 0.0)
+        self.clock.now += timeout or 0.0
+        return self.is_set()
+
+
+def test_backoff_grows_exponentially_with_a_cap_and_full_jitter() -> None:
+    backoff = Backoff(base=0.25, cap=5.0, rng=random.Random(1))
+    for attempt in range(10):
+        bound = min(5.0, 0.25 * 2**attempt)
+        samples = [backoff.delay(attempt) for _ in range(200)]
+        assert all(0 <= s <= bound for s in samples)
+        assert max(samples) > bound * 0.8  # jitter spreads over the whole range
+
+
+def test_retry_after_wins_over_backoff_but_is_capped() -> None:
+    backoff = Backoff(retry_after_cap=30)
+    assert backoff.delay(0, retry_after=7) == 7
+    assert backoff.delay(5, retry_after=600) == 30
+
+
+def make(clock: FakeClock, seconds: float = 45) -> tuple[Deadline, FakeStop]:
+    return Deadline(seconds, clock=clock), FakeStop(clock)
+
+
+def test_transient_errors_are_retried_until_success() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock)
+    errors = [
+        ApiError(429, "TooManyRequests", "slow down", retry_after=2),
+        TransportError("reset"),
+        ApiError(503, "ServiceUnavailable", "x"),
+    ]
+    timeouts: list[float] = []
+
+    def call(timeout: float) -> str:
+        timeouts.append(timeout)
+        if errors:
+            raise errors.pop(0)
+        return "ok"
+
+    result = retrying(
+        call,
+        what="t",
+        backoff=Backoff(rng=random.Random(0)),
+        deadline=deadline,
+        stop=stop,
+        request_timeout=10,
+    )
+    assert result == "ok"
+    assert stop.waits[0] == 2  # Retry-After honoured exactly
+    assert len(timeouts) == 4
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 410, 422])
+def test_other_errors_are_raised_at_once(status: int) -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock)
+    calls = []
+
+    def call(timeout: float) -> None:
+        calls.append(timeout)
+        raise ApiError(status, "X", "no")
+
+    with pytest.raises(ApiError):
+        retrying(
+            call, what="t", backoff=Backoff(), deadline=deadline, stop=stop, request_timeout=10
+        )
+    assert len(calls) == 1
+
+
+def test_attempts_are_bounded() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock, 10_000)
+    calls = []
+
+    def call(timeout: float) -> None:
+        calls.append(timeout)
+        raise TransportError("refused")
+
+    with pytest.raises(TransportError):
+        retrying(
+            call,
+            what="t",
+            backoff=Backoff(attempts=4),
+            deadline=deadline,
+            stop=stop,
+            request_timeout=1,
+        )
+    assert len(calls) == 4
+
+
+def test_no_wait_outlives_the_deadline_and_timeouts_shrink_to_fit() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock, 3)
+    timeouts: list[float] = []
+
+    def call(timeout: float) -> None:
+        timeouts.append(timeout)
+        clock.now += timeout  # each attempt times out
+        raise TransportError("timed out")
+
+    with pytest.raises((TransportError, DeadlineExceeded)):
+        retrying(
+            call,
+            what="t",
+            backoff=Backoff(rng=random.Random(3)),
+            deadline=deadline,
+            stop=stop,
+            request_timeout=2,
+        )
+    assert clock.now <= 3 + 1e-9
+    assert timeouts[0] == 2 and all(t <= 3 for t in timeouts)
+
+
+def test_a_stop_request_ends_retrying() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock)
+    stop.set()
+    with pytest.raises(Interrupted):
+        retrying(
+            lambda t: None,
+            what="t",
+            backoff=Backoff(),
+            deadline=deadline,
+            stop=stop,
+            request_timeout=1,
+        )
+
+
+def test_rate_limiter_allows_a_burst_then_the_rate() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock, 1000)
+    limiter = RateLimiter(qps=10, burst=5, clock=clock)
+    for _ in range(5):
+        limiter.acquire(deadline, stop)
+    assert clock.now == 0  # the burst costs no wait
+    for _ in range(20):
+        limiter.acquire(deadline, stop)
+    assert clock.now == pytest.approx(2.0, rel=0.01)  # 20 more at 10/s
+
+
+def test_rate_limiter_off_and_deadline() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock, 0.05)
+    unlimited = RateLimiter(qps=0, burst=1, clock=clock)
+    for _ in range(1000):
+        unlimited.acquire(deadline, stop)
+    slow = RateLimiter(qps=1, burst=1, clock=clock)
+    slow.acquire(deadline, stop)
+    with pytest.raises(DeadlineExceeded):
+        slow.acquire(deadline, stop)
