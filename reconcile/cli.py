@@ -78,6 +78,7 @@ hold_options = _options(
         "--hold-duration",
         envvar="HOLD_DURATION",
         show_envvar=True,
+        metavar="DURATION",
         default="20m",
         show_default=True,
         help="Hold while the youngest node is younger than this: 90s, 20m, 1h30m, PT20M, "
@@ -88,6 +89,7 @@ hold_options = _options(
         "annotations",
         envvar="HOLD_ANNOTATION",
         show_envvar=True,
+        metavar="KEY",
         multiple=True,
         default=[DEFAULT_ANNOTATION],
         show_default=True,
@@ -107,6 +109,7 @@ hold_options = _options(
         "--group-label",
         envvar="HOLD_GROUP_LABEL",
         show_envvar=True,
+        metavar="LABEL",
         default=DEFAULT_GROUP_LABEL,
         show_default=True,
         help="Label whose value forms a group for --hold-scope group; "
@@ -116,6 +119,7 @@ hold_options = _options(
         "--trigger-selector",
         envvar="HOLD_TRIGGER_SELECTOR",
         show_envvar=True,
+        metavar="SELECTOR",
         default="",
         help="Label selector: only these nodes' arrival starts a hold "
         "(e.g. karpenter.sh/nodepool). Default: every node.",
@@ -124,6 +128,7 @@ hold_options = _options(
         "--node-selector",
         envvar="HOLD_NODE_SELECTOR",
         show_envvar=True,
+        metavar="SELECTOR",
         default="",
         help="Label selector: only these nodes get held. Default: every node.",
     ),
@@ -131,6 +136,7 @@ hold_options = _options(
         "--max-hold",
         envvar="HOLD_MAX_DURATION",
         show_envvar=True,
+        metavar="DURATION",
         default="",
         help="Cap one stretch of holding at this long, even while nodes keep arriving; "
         "then stay free for one hold duration. Default: no cap.",
@@ -142,6 +148,7 @@ access_options = _options(
         "--kubeconfig",
         envvar="KUBECONFIG",
         show_envvar=True,
+        metavar="PATH",
         default=None,
         help="Kubeconfig file. Default: in-cluster service account inside a pod, "
         "else ~/.kube/config.",
@@ -150,6 +157,7 @@ access_options = _options(
         "--context",
         envvar="NODE_HOLDER_CONTEXT",
         show_envvar=True,
+        metavar="NAME",
         default=None,
         help="Kubeconfig context. Default: the current context.",
     ),
@@ -169,6 +177,7 @@ def read_options(timeout_default: str = "45s") -> Decorator:
             "--timeout",
             envvar="NODE_HOLDER_TIMEOUT",
             show_envvar=True,
+            metavar="DURATION",
             default=timeout_default,
             show_default=True,
             help="Deadline for the whole run; keep it below the CronJob's activeDeadlineSeconds.",
@@ -177,6 +186,7 @@ def read_options(timeout_default: str = "45s") -> Decorator:
             "--request-timeout",
             envvar="NODE_HOLDER_REQUEST_TIMEOUT",
             show_envvar=True,
+            metavar="DURATION",
             default="10s",
             show_default=True,
             help="Give up on one request after this long (it is then retried within --timeout).",
@@ -185,6 +195,7 @@ def read_options(timeout_default: str = "45s") -> Decorator:
             "--page-size",
             envvar="NODE_HOLDER_PAGE_SIZE",
             show_envvar=True,
+            metavar="N",
             default="500",
             show_default=True,
             help="Nodes per list page (metadata only).",
@@ -205,6 +216,7 @@ write_options = _options(
         "--workers",
         envvar="NODE_HOLDER_WORKERS",
         show_envvar=True,
+        metavar="N",
         default="8",
         show_default=True,
         help="Patches in flight at once.",
@@ -213,6 +225,7 @@ write_options = _options(
         "--qps",
         envvar="NODE_HOLDER_QPS",
         show_envvar=True,
+        metavar="N",
         default="200",
         show_default=True,
         help="Client-side limit on requests per second (0: no limit).",
@@ -467,6 +480,14 @@ def _execute(inv: Invocation, mode: str) -> None:
         raise RuntimeFailure(
             "stopped by a signal while listing nodes; nothing was changed"
         ) from None
+    log.info(
+        "run finished: %d nodes in %d list page(s), %d request(s), %d write(s), clock %s",
+        len(result.plan.decisions),
+        result.listing.pages,
+        result.requests,
+        result.applied.writes if result.applied else 0,
+        result.listing.clock,
+    )
     if inv.run.output is Output.JSON:
         data = (
             report.render_status_json(result)

@@ -324,7 +324,8 @@ class Kube:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "name": f"{transition.node}.{int(now.timestamp() * 1e9):x}",
+                # Unique without a clock: two runs in the same second must not collide.
+                "generateName": f"{transition.node}.",
                 "namespace": EVENT_NAMESPACE,
             },
             "involvedObject": {

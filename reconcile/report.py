@@ -235,16 +235,46 @@ def status_rows(plan: Plan) -> list[dict[str, Any]]:
     return rows
 
 
-def render_status_text(result: RunResult) -> list[str]:
-    rows = status_rows(result.plan)
-    header = ("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN")
-    table = [header] + [(r["name"], r["age"], r["window"], r["state"], r["next"]) for r in rows]
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    table = [header, *rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    lines = [
+    return [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in table
     ]
-    return [*decision_lines(result), "", *lines]
+
+
+def window_rows(plan: Plan) -> list[tuple[str, ...]]:
+    """One row per hold window: the cluster, or each group (node scope: the held nodes)."""
+    rows = []
+    for w in plan.windows:
+        if plan.hold.scope is Scope.NODE and not w.held:
+            continue
+        held = w.held and plan.mode is Mode.RECONCILE
+        age = format_duration(plan.now - w.youngest_created) if w.youngest_created else "-"
+        rows.append(
+            (
+                w.name,
+                "held" + (" (max-hold)" if w.capped else "") if held else "released",
+                w.youngest or "-",
+                age,
+                iso(w.hold_until) or "-",
+                str(w.nodes),
+            )
+        )
+    return rows
+
+
+def render_status_text(result: RunResult) -> list[str]:
+    plan = result.plan
+    windows = _table(
+        ("WINDOW", "STATE", "YOUNGEST NODE", "AGE", "HOLD UNTIL", "NODES"), window_rows(plan)
+    )
+    nodes = _table(
+        ("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"),
+        [(r["name"], r["age"], r["window"], r["state"], r["next"]) for r in status_rows(plan)],
+    )
+    return [*decision_lines(result), "", *windows, "", *nodes]
 
 
 def render_status_json(result: RunResult) -> dict[str, Any]:
