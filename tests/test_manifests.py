@@ -31,7 +31,7 @@ from reconcile.cli import cli, hold_settings, run_settings
 ROOT = Path(__file__).resolve().parent.parent
 CRONJOB_DIR = ROOT / "cronjob"
 OVERLAYS_DIR = CRONJOB_DIR / "overlays"
-DOCS = ROOT / "docs" / "operations.md"
+DOCS = ROOT / "README.md"
 KUBECTL = shutil.which("kubectl")
 
 needs_kubectl = pytest.mark.skipif(
@@ -595,13 +595,13 @@ def test_docs_kustomize_paths_exist():
 
 @needs_kubectl
 def test_docs_overlay_example_renders_and_changes_what_it_says(tmp_path):
-    """The copy-paste overlay in docs/operations.md, applied next to a copy of cronjob/."""
+    """The copy-paste overlay in README.md, applied next to a copy of cronjob/."""
     match = re.search(
         r"^cat > my-node-holder/kustomization.yaml <<'EOF'\n(.*?)^EOF$",
         _docs(),
         re.MULTILINE | re.DOTALL,
     )
-    assert match, "docs/operations.md shows an overlay of your own"
+    assert match, "README.md shows an overlay of your own"
     shutil.copytree(CRONJOB_DIR, tmp_path / "cronjob")
     (tmp_path / "my-node-holder").mkdir()
     (tmp_path / "my-node-holder" / "kustomization.yaml").write_text(match.group(1))
@@ -625,7 +625,7 @@ def test_docs_overlay_example_renders_and_changes_what_it_says(tmp_path):
 
 def _docs_overrides() -> dict[str, Any]:
     match = re.search(r"^OVERRIDES='(\{.*?\})'$", _docs(), re.MULTILINE | re.DOTALL)
-    assert match, "docs/operations.md defines OVERRIDES='{...}' for kubectl run"
+    assert match, "README.md defines OVERRIDES='{...}' for kubectl run"
     return json.loads(match.group(1))
 
 
