@@ -639,7 +639,10 @@ def test_docs_one_off_pod_matches_the_cronjob():
     assert overrides["affinity"] == cron_pod["affinity"]
     assert pss_restricted_violations(overrides) == []
     docs = _docs()
-    assert f"--image={IMAGE}" in docs
+    # The one-off pods use the image the install step built and set in the base.
+    assert "--image=$IMAGE:0.1.0" in docs
+    assert 'sed -i "s|newName: .*|newName: $IMAGE|" cronjob/base/kustomization.yaml' in docs
+    assert IMAGE.endswith(":0.1.0")
     assert "--override-type=strategic" in docs
     # The container in the overrides is merged by name into the one kubectl run makes.
     run_names = re.findall(r"^kubectl run (\S+)", docs, re.MULTILINE)
