@@ -19,9 +19,11 @@ test: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
-## demo: run the main job against an emulated cluster (the API test server)
+## demo: replay a bundled day of batch-job churn through the real reconciler and compare
+## hold durations (docs/simulate.md); no cluster needed
+DEMO_ARGS ?= reconcile/examples/batch-day.yaml --compare 10m,40m,20m/group,20m/node
 demo: $(STAMP)
-	$(PY) -m reconcile.demo
+	$(PY) -m reconcile simulate $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -450,6 +450,144 @@ def release(**opts: Any) -> None:
     _execute(parse("release", opts), mode="release")
 
 
+# --- simulate (issue 8): replay a node timeline; owned by the simulate work --------------
+
+
+@cli.command()
+@click.argument("timeline", nargs=-1, required=True, metavar="TIMELINE...")
+@hold_options
+@click.option(
+    "--compare",
+    default="",
+    metavar="COLUMNS",
+    help="Also replay these configurations, side by side: hold durations, each optionally "
+    "with /SCOPE and /max=DURATION, e.g. 10m,40m,20m/group,20m/node,20m/max=1h. "
+    "What a column leaves out comes from the options above.",
+)
+@click.option(
+    "--interval",
+    default="1m",
+    show_default=True,
+    metavar="DURATION",
+    help="Time between two runs: the CronJob's schedule.",
+)
+@click.option(
+    "--start",
+    default=None,
+    metavar="TIME",
+    help="Replay from this RFC 3339 time. Default: the timeline's start: or its first node.",
+)
+@click.option(
+    "--end",
+    default=None,
+    metavar="TIME",
+    help="Replay until this RFC 3339 time. Default: the timeline's end:, or once the last "
+    "hold could have ended.",
+)
+@click.option(
+    "--last",
+    default=None,
+    metavar="DURATION",
+    help="Replay only the last DURATION before the end (e.g. 24h): for a long history "
+    "such as `kubectl get nodes -o json` of an old cluster.",
+)
+@click.option(
+    "--plot",
+    default=None,
+    metavar="FILE.png",
+    help="Also draw nodes held over time into a PNG (needs matplotlib).",
+)
+@click.option(
+    "--jobs",
+    default="0",
+    show_default=True,
+    metavar="N",
+    help="Configurations replayed at once, each in its own process (0: one per CPU core).",
+)
+@click.option(
+    "--events/--no-events",
+    default=True,
+    show_default=True,
+    help="Record Events during the replay, as the CronJob does (they are counted).",
+)
+@output_options
+def simulate(timeline: tuple[str, ...], **opts: Any) -> None:
+    """Replay a node timeline through the real reconciler, to choose a hold duration.
+
+    TIMELINE is YAML, JSON or CSV (`nodes: [{name, created, deleted, labels}]`),
+    or kubectl output: `kubectl get nodes -o json`, `kubectl get nodeclaims -o json`
+    or node Events; several files are merged, `-` reads standard input. Each
+    configuration gets its own API test server with a simulated clock, and every
+    run goes over HTTP through the same code as the CronJob. No cluster is touched.
+    See docs/simulate.md.
+
+    \b
+    Examples:
+      node-holder simulate reconcile/examples/batch-day.yaml --compare 10m,40m,20m/group
+      kubectl get nodes -o json | node-holder simulate - --last 24h
+      node-holder simulate history.csv --hold-duration 30m --output json
+    """
+    _simulate(timeline, opts)
+
+
+def _simulate(paths: tuple[str, ...], opts: dict[str, Any]) -> None:
+    # Imported here: the replay needs the Kubernetes client; --help doesn't.
+    from reconcile import plot, simulate_report  # noqa: PLC0415
+    from reconcile.simulate import (  # noqa: PLC0415
+        SimulationFailed,
+        configurations,
+        parse_compare,
+        replay_window,
+    )
+    from reconcile.simulate import simulate as run_simulation  # noqa: PLC0415
+    from reconcile.timeline import load_timeline, parse_time  # noqa: PLC0415
+
+    setup_logging(opts["log_format"], opts["verbose"])
+    base = hold_settings(opts)
+    holds = configurations(base, parse_compare(opts["compare"], base))
+    interval = duration_option(opts["interval"], "--interval", None)
+    if interval.total_seconds() < 10 or interval.total_seconds() % 1:
+        raise ConfigError("--interval: use whole seconds, at least 10s (the CronJob runs every 1m)")
+
+    def moment(option: str) -> Any:
+        raw = opts[option.lstrip("-")]
+        if raw is None:
+            return None
+        try:
+            return parse_time(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
+
+    start, end = moment("--start"), moment("--end")
+    last = duration_option(opts["last"], "--last", None) if opts["last"] else None
+    jobs = str(opts["jobs"]).strip()
+    if not jobs.isdigit() or int(jobs) > 64:
+        raise ConfigError(f"--jobs: {jobs!r} is not a number from 0 to 64 (0: one per core)")
+    if opts["plot"]:
+        plot.check_available(opts["plot"])
+    timeline = load_timeline(list(paths))
+    window = replay_window(timeline, holds, interval, start=start, end=end, last=last)
+    try:
+        result = run_simulation(timeline, window, holds, events=opts["events"], jobs=int(jobs))
+    except SimulationFailed as exc:
+        raise RuntimeFailure(f"simulate: {exc}") from None
+    if opts["plot"]:
+        plot.write_png(result, opts["plot"])
+    if str(opts["output"]).lower() == "json":
+        data = simulate_report.render_json(result)
+        if opts["plot"]:
+            data["plot"] = opts["plot"]
+        click.echo(json.dumps(data, indent=2))
+        return
+    for line in simulate_report.render_text(result):
+        click.echo(line)
+    if opts["plot"]:
+        click.echo(f"Plot written to {opts['plot']}.")
+
+
+# --- end of simulate -------------------------------------------------------------------
+
+
 def _execute(inv: Invocation, mode: str) -> None:
     # Imported here: the Kubernetes client is slow to import and --help doesn't need it.
     from reconcile import report  # noqa: PLC0415
@@ -525,11 +663,11 @@ def _on_signals(stop: threading.Event) -> None:
     """SIGTERM (the CronJob's deadline, a node drain) and SIGINT: start nothing new."""
 
     def handler(signum: int, _frame: object) -> None:
+        stop.set()  # first: no worker may start a patch while the log line is written
         log.warning(
             "received %s: finishing patches in flight, starting no new ones",
             signal.Signals(signum).name,
         )
-        stop.set()
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, handler)
