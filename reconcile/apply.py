@@ -14,9 +14,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from reconcile.decide import NodePatch, NodeView, Plan
-from reconcile.kube import ApiError, Kube, TransportError, Written
+from reconcile.kube import ApiError, Kube, MalformedNode, TransportError, Written
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ def _patch_node(
                 stop=pool.stop,
                 request_timeout=pool.request_timeout,
             )
-        except (ApiError, TransportError) as exc:
+        except (ApiError, TransportError, MalformedNode) as exc:
             text = exc.explain() if isinstance(exc, ApiError) else str(exc)
             return NodeResult(patch.node, Outcome.FAILED, current, attempts, conflicts, text)
         except (Interrupted, DeadlineExceeded):
@@ -162,6 +163,15 @@ def _patch_node(
         if again.patch is None:
             return NodeResult(patch.node, Outcome.SETTLED, current, attempts, conflicts)
         current = again.patch
+
+
+def _patch_node_safely(plan: Plan, *, patch: NodePatch, **kw: Any) -> NodeResult:
+    """One node's surprise (say, an unreadable answer) must not sink the other nodes' patches."""
+    try:
+        return _patch_node(plan, patch=patch, **kw)
+    except Exception as exc:
+        log.debug("node/%s: unexpected error", patch.node, exc_info=True)
+        return NodeResult(patch.node, Outcome.FAILED, patch, error=f"{type(exc).__name__}: {exc}")
 
 
 def apply_plan(
@@ -179,7 +189,7 @@ def apply_plan(
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="patch") as executor:
         futures = [
             executor.submit(
-                _patch_node, plan, patch=p, kube=kube, pool=pool, reread=reread, abort=abort
+                _patch_node_safely, plan, patch=p, kube=kube, pool=pool, reread=reread, abort=abort
             )
             for p in patches
         ]

@@ -226,7 +226,7 @@ write_options = _options(
         envvar="NODE_HOLDER_QPS",
         show_envvar=True,
         metavar="N",
-        default="200",
+        default="1000",
         show_default=True,
         help="Client-side limit on requests per second (0: no limit).",
     ),

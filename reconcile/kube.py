@@ -4,7 +4,9 @@ Client configuration (kubeconfig, in-cluster service account, exec plugins,
 TLS, proxies) comes from the official `kubernetes` client; requests go through
 its urllib3 pool, but are built here so that they stay small and cheap:
 metadata-only Accept headers, gzip, responses always drained (keep-alive
-survives), no typed models, and no retries hidden below our own policy.
+survives), no typed models, and no retries hidden below our own policy. The
+next list page is asked for while the current one is parsed, and credentials
+are read from the client once a second, not per request (docs/performance.md).
 The CLI imports this module only inside commands: `node-holder --help` must
 stay fast, and `import kubernetes` alone costs about 0.3 s.
 """
@@ -15,7 +17,10 @@ import gc
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +30,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
+import yaml
 from dateutil.parser import isoparse
 from kubernetes import client, config
 
@@ -37,6 +43,10 @@ ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s
 ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = "node-holder"
+#: Ask the client for credentials at most this often: its refresh hook (expiring tokens, exec
+#: plugins) re-applies the whole kubeconfig and re-reads proxy settings from the environment,
+#: which made up a fifth of a patch's client CPU when it ran on every request.
+AUTH_REFRESH_SECONDS = 1.0
 EVENT_NAMESPACE = "default"  # where kubelet puts node events; `kubectl describe node` finds them
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
@@ -167,17 +177,20 @@ def load_configuration(access: ClusterAccess, pool_size: int) -> Any:
                 "no cluster access: not running in a pod and no kubeconfig found; "
                 "pass --kubeconfig or set KUBECONFIG"
             )
+    except ConfigError:
+        raise  # already one line naming the fix (ConfigError is a ValueError: keep it first)
     except config.ConfigException as exc:
         detail = " ".join(str(exc).split())
         raise ConfigError(
             f"cannot load cluster access: {detail}; check --kubeconfig/KUBECONFIG and --context"
         ) from None
-    except (ValueError, TypeError, KeyError, OSError) as exc:
+    except (ValueError, TypeError, KeyError, OSError, yaml.YAMLError) as exc:
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise ConfigError(
             f"cannot load cluster access: malformed kubeconfig ({detail}); "
             "check --kubeconfig/KUBECONFIG"
         ) from None
+    _check_server_url(str(cfg.host or ""))
     cfg.connection_pool_maxsize = max(pool_size, 1)
     cfg.retries = False  # our own retry policy is the only one (apply.py)
     return cfg
@@ -189,19 +202,41 @@ def load_configuration(access: ClusterAccess, pool_size: int) -> Any:
 class Kube:
     """A few Node and Event calls over the official client's connection pool."""
 
-    def __init__(self, configuration: Any, request_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        configuration: Any,
+        request_timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._cfg = configuration
         self._pool = client.ApiClient(configuration).rest_client.pool_manager
         self._host = configuration.host.rstrip("/")
+        # Without a proxy, go straight to the host's connection pool (same TLS settings, same
+        # connections): no URL parsing and pool lookup under the manager's lock per request.
+        self._direct: Any = None
+        if type(self._pool) is urllib3.PoolManager:
+            self._direct = self._pool.connection_from_url(self._host)
+            self._base_path = urllib3.util.parse_url(self._host).path or ""
         self.request_timeout = request_timeout
         self.requests = 0  # how many requests this run sent (the summary reports it)
+        self._lock = threading.Lock()
+        self._clock = clock  # paces credential refreshes
+        self._auth: dict[str, str] = {}
+        self._auth_until = float("-inf")
+        self._ahead: _Ahead | None = None  # the next list page, already asked for
 
-    def _headers(self, extra: Mapping[str, str]) -> dict[str, str]:
-        headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip", **extra}
-        for auth in self._cfg.auth_settings().values():
-            if auth.get("in") == "header" and auth.get("value"):
-                headers[auth["key"]] = auth["value"]
-        return headers
+    def _credentials(self) -> dict[str, str]:
+        """Auth headers, asked of the client at most once per AUTH_REFRESH_SECONDS."""
+        with self._lock:  # one refresh at a time: the other workers need its token anyway
+            now = self._clock()
+            if now >= self._auth_until:
+                self._auth = {
+                    auth["key"]: auth["value"]
+                    for auth in self._cfg.auth_settings().values()
+                    if auth.get("in") == "header" and auth.get("value")
+                }
+                self._auth_until = now + AUTH_REFRESH_SECONDS
+            return self._auth
 
     def request(
         self,
@@ -216,20 +251,25 @@ class Kube:
         what: str = "",
     ) -> Response:
         """One HTTP request; the body is always read so the connection is reused."""
-        url = self._host + path + (f"?{urlencode(query)}" if query else "")
+        target = path + (f"?{urlencode(query)}" if query else "")
         payload = None if body is None else json.dumps(body, separators=(",", ":"))
         seconds = self.request_timeout if timeout is None else max(timeout, 0.05)
-        self.requests += 1
+        with self._lock:
+            self.requests += 1
+        sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip", **(headers or {})}
+        options: dict[str, Any] = {
+            "body": payload,
+            "headers": {**sent, **self._credentials()},
+            "timeout": urllib3.Timeout(connect=min(seconds, 5.0), read=seconds),
+            "preload_content": False,
+            "retries": False,
+            "redirect": False,
+        }
         try:
-            raw = self._pool.request(
-                method,
-                url,
-                body=payload,
-                headers=self._headers(headers or {}),
-                timeout=urllib3.Timeout(connect=min(seconds, 5.0), read=seconds),
-                preload_content=False,
-                retries=False,
-            )
+            if self._direct is not None:
+                raw = self._direct.urlopen(method, self._base_path + target, **options)
+            else:
+                raw = self._pool.request(method, self._host + target, **options)
             try:
                 data = raw.data  # decodes gzip; drains the socket
             finally:
@@ -238,7 +278,7 @@ class Kube:
             raise TransportError(_transport_message(exc, self._host)) from None
         except OSError as exc:
             raise TransportError(f"{type(exc).__name__}: {exc}") from None
-        response = Response(raw.status, dict(raw.headers), data)
+        response = Response(raw.status, raw.headers, data)  # case-insensitive, not copied
         if not 200 <= raw.status < 300:
             raise _api_error(response, verb, what)
         return response
@@ -255,18 +295,14 @@ class Kube:
         timeout: float | None = None,
     ) -> Page:
         """One page of the metadata-only node list, already compacted to node views."""
-        query = {"limit": str(page_size)}
-        if continue_token:
-            query["continue"] = continue_token
-        response = self.request(
-            "GET",
-            "/api/v1/nodes",
-            query=query,
-            headers={"Accept": ACCEPT_METADATA_LIST},
-            timeout=timeout,
-            verb="list",
-            what='resource "nodes"',
-        )
+        response = self._take_ahead(page_size, continue_token, timeout)
+        if response is None:
+            response = self._list_request(page_size, continue_token, timeout)
+        upcoming = _peek_continue(response.body)
+        if upcoming:
+            # Ask for the next page now: the server works on it while this one is parsed.
+            self._ahead = _Ahead(page_size, upcoming)
+            self._ahead.start(lambda: self._list_request(page_size, upcoming, timeout))
         with _gc_paused():
             page = response.json()
             views = [
@@ -275,7 +311,42 @@ class Kube:
             ]
             meta = page.get("metadata") or {}
             del page
-        return Page(views, meta.get("continue") or None, response.date)
+        token = meta.get("continue") or None
+        if token != upcoming:
+            self._ahead = None  # peeked wrong (an odd server): the caller asks for the real one
+        return Page(views, token, response.date)
+
+    def _list_request(
+        self, page_size: int, continue_token: str | None, timeout: float | None
+    ) -> Response:
+        query = {"limit": str(page_size)}
+        if continue_token:
+            query["continue"] = continue_token
+        return self.request(
+            "GET",
+            "/api/v1/nodes",
+            query=query,
+            headers={"Accept": ACCEPT_METADATA_LIST},
+            timeout=timeout,
+            verb="list",
+            what='resource "nodes"',
+        )
+
+    def _take_ahead(
+        self, page_size: int, continue_token: str | None, timeout: float | None
+    ) -> Response | None:
+        """The page asked for ahead, if it is this one; its error is raised as if sent now.
+
+        Waited for no longer than this call's `timeout`: the request went out with the
+        previous page's, and the run's deadline may have come closer since.
+        """
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or (ahead.page_size, ahead.continue_token) != (page_size, continue_token):
+            return None  # a restarted list, or another page size: a direct request
+        seconds = self.request_timeout if timeout is None else max(timeout, 0.05)
+        if not ahead.wait(seconds):
+            raise TransportError(f"{self._host} did not answer in time")
+        return ahead.result()
 
     def read_node(
         self,
@@ -355,7 +426,66 @@ class Kube:
         )
 
 
+class _Ahead:
+    """The next list page, requested on a thread while the current one is parsed.
+
+    Still one list request in flight at a time (page k+1 is asked for once page k has
+    arrived), but the parse of page k leaves the critical path. Thread.start() returns once
+    the thread runs, and the thread normally keeps the GIL until its request is on the wire
+    (the JSON parse, which holds the GIL throughout, comes after). A run stopped mid-list
+    may thus have sent one page request more than it reads.
+    """
+
+    def __init__(self, page_size: int, continue_token: str) -> None:
+        self.page_size = page_size
+        self.continue_token: str | None = continue_token
+        self._done = threading.Event()
+        self._response: Response | None = None
+        self._error: BaseException | None = None
+
+    def start(self, fetch: Callable[[], Response]) -> None:
+        def run() -> None:
+            try:
+                self._response = fetch()
+            except BaseException as exc:  # handed to the caller of result()
+                self._error = exc
+            finally:
+                self._done.set()
+
+        threading.Thread(target=run, name="list-ahead", daemon=True).start()
+
+    def wait(self, timeout: float) -> bool:
+        return self._done.wait(timeout)
+
+    def result(self) -> Response:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._response is not None
+        return self._response
+
+
 # --- helpers -------------------------------------------------------------------
+
+_LIST_META = re.compile(rb'"metadata":(\{[^{}]*\})')
+
+
+def _peek_continue(body: bytes) -> str | None:
+    """The continue token, read from the list's metadata without parsing the items.
+
+    Kubernetes writes a list's metadata before its items; if the first `"metadata":` is
+    not a flat object (another server's field order), there is nothing to peek.
+    """
+    start = body.find(b'"metadata":', 0, 4096)
+    found = _LIST_META.match(body, start) if start >= 0 else None
+    if found is None:
+        return None
+    try:
+        meta = json.loads(found.group(1))
+    except ValueError:
+        return None
+    token = meta.get("continue") if isinstance(meta, dict) else None
+    return token if isinstance(token, str) and token else None
 
 
 @contextmanager
@@ -455,12 +585,25 @@ _REASONS = {
 }
 
 
+def _check_server_url(host: str) -> None:
+    """A kubeconfig without a usable server URL is bad input (exit 2), not an outage to retry."""
+    try:
+        url = urllib3.util.parse_url(host)
+    except ValueError:
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(
+            f"cannot load cluster access: the cluster's server {host!r} is not an http(s) URL; "
+            "check --kubeconfig/KUBECONFIG and --context"
+        )
+
+
 def _transport_message(exc: Exception, host: str) -> str:
     cause = getattr(exc, "reason", None) or exc
     if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
         return f"{host} did not answer in time"
-    if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):
-        return f"cannot connect to {host}: timed out"
+    # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: test it first, or a
+    # refused connection reads "timed out".
     if isinstance(exc, urllib3.exceptions.NewConnectionError | urllib3.exceptions.MaxRetryError):
         text = str(cause)
         if "Connection refused" in text:
@@ -468,6 +611,8 @@ def _transport_message(exc: Exception, host: str) -> str:
         if "Name or service not known" in text or "nodename nor servname" in text:
             return f"cannot connect to {host}: host name not found"
         return f"cannot connect to {host}: {text}"
+    if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):
+        return f"cannot connect to {host}: timed out"
     if isinstance(exc, urllib3.exceptions.ProtocolError):
         return f"connection to {host} dropped: {cause}"
     if isinstance(exc, urllib3.exceptions.SSLError):

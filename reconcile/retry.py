@@ -93,7 +93,9 @@ def retrying(
         pause = backoff.delay(attempt - 1, retry_after)
         if pause >= deadline.remaining():
             raise error
-        log.warning("%s: %s; retry %d in %.2fs", what, error, attempt, pause)
+        # INFO, not WARNING: a retry that works is not news, and one that fails ends in the
+        # run's single error line; `-v` shows every attempt.
+        log.info("%s: %s; retry %d in %.2fs", what, error, attempt, pause)
         if stop.wait(pause):
             raise Interrupted(what)
 

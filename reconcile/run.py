@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from reconcile.apply import ApplyResult, Outcome, Pool, apply_plan
 from reconcile.decide import Mode, NodeView, Plan, Transition, decide
-from reconcile.kube import ApiError, Kube, Page, TransportError
+from reconcile.kube import ApiError, Kube, MalformedNode, Page, TransportError
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
 from reconcile.settings import OWNERSHIP_MARKER, Clock, HoldSettings, RunSettings
 
@@ -100,11 +100,16 @@ def read_nodes(kube: Kube, hold: HoldSettings, run: RunSettings, pool: Pool) -> 
         except ApiError as exc:
             if exc.status == 410 and restarts < LIST_RESTARTS:
                 restarts += 1
-                log.warning("node list expired mid-way (410 Gone); starting the list again")
+                log.info("node list expired mid-way (410 Gone); starting the list again")
                 continue
             raise ListFailed(f"cannot list nodes: {exc.explain()}; nothing was changed") from None
         except TransportError as exc:
             raise ListFailed(f"cannot list nodes: {exc}; nothing was changed") from None
+        except MalformedNode as exc:
+            # One node we cannot decide on makes the whole decision unsafe (is it the youngest?).
+            raise ListFailed(
+                f"cannot decide: {exc}; fix or delete that node; nothing was changed"
+            ) from None
         except DeadlineExceeded:
             raise ListFailed(
                 "cannot list nodes within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
@@ -119,11 +124,16 @@ def read_nodes(kube: Kube, hold: HoldSettings, run: RunSettings, pool: Pool) -> 
     return Listing(nodes, now, clock, pages, restarts)
 
 
-def make_pool(run: RunSettings, stop: threading.Event, request_timeout: float) -> Pool:
+def make_pool(
+    run: RunSettings,
+    stop: threading.Event,
+    request_timeout: float,
+    backoff: Backoff | None = None,
+) -> Pool:
     return Pool(
         workers=run.workers,
         limiter=RateLimiter(run.qps, burst=run.workers),
-        backoff=Backoff(),
+        backoff=backoff or Backoff(),
         deadline=Deadline(run.timeout.total_seconds()),
         stop=stop,
         request_timeout=request_timeout,
@@ -138,14 +148,16 @@ def run_once(
     mode: Mode = Mode.RECONCILE,
     write: bool = True,
     stop: threading.Event | None = None,
+    backoff: Backoff | None = None,
 ) -> RunResult:
     """List, decide and (unless dry-run or `write=False`) patch and record Events.
 
-    Raises ListFailed when the node list is incomplete; Interrupted on SIGTERM
-    before anything was written.
+    Raises ListFailed when the node list is incomplete or a node cannot be
+    decided on; Interrupted on SIGTERM before anything was written. `backoff`
+    is for tests that inject many faults and must not wait the real pauses.
     """
     stop = stop or threading.Event()
-    pool = make_pool(run, stop, kube.request_timeout)
+    pool = make_pool(run, stop, kube.request_timeout, backoff)
     listing = read_nodes(kube, hold, run, pool)
     plan = decide(listing.nodes, listing.now, hold, mode)
     del listing.nodes[:]  # the plan keeps what it needs; let the views go

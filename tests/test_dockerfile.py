@@ -228,7 +228,7 @@ def test_oci_labels_and_version_match_the_package():
         labels["org.opencontainers.image.version"], _arg_defaults(final.all("ARG"))
     )
     assert version == reconcile.__version__
-    assert labels["org.opencontainers.image.licenses"] == PYPROJECT["project"]["license"]["text"]
+    assert labels["org.opencontainers.image.licenses"] == PYPROJECT["project"]["license"]
 
 
 # --------------------------------------------------------------------------- .dockerignore

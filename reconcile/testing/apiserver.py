@@ -55,7 +55,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from reconcile.testing import auth, discovery, managedfields, tables
+from reconcile.testing import auth, debugapi, discovery, managedfields, tables
 from reconcile.testing.nodegen import (
     ip_name,
     make_eks_node,
@@ -368,6 +368,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         api = self.server.api
+        if api.debug_endpoints and self.path.startswith(debugapi.PREFIX):
+            self.wfile.write(debugapi.encode(*debugapi.handle(api, method, self.path)))
+            return
         started = time.perf_counter()
         url = urlsplit(self.path)
         path_token, path = auth.split_token_path(url.path)
@@ -475,6 +478,7 @@ class ApiServer:
     ) -> None:
         self.store = Store()
         self.write_latency = write_latency
+        self.debug_endpoints = False  # test-only /debug/ control (debugapi.py), standalone only
         self.errors: list[str] = []  # tracebacks of unexpected server errors (answered as 500)
         self._tokens = auth.Tokens()
         self._clock_offset = clock_offset
@@ -1846,13 +1850,27 @@ def main(argv: list[str] | None = None) -> int:
         "--young", type=int, default=3, help="nodes created in the last few minutes"
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed for generated nodes")
+    parser.add_argument(
+        "--debug-endpoints",
+        action="store_true",
+        help="serve the test-only /debug/ control endpoints (benchmarks; see debugapi.py)",
+    )
     args = parser.parse_args(argv)
 
     api = ApiServer(write_latency=args.write_latency, port=args.port, seed=args.seed)
+    api.debug_endpoints = args.debug_endpoints
     rng = random.Random(args.seed)
     api.add_nodes(
         args.nodes, eks=args.eks, created=_spread_created(api.now(), args.nodes, args.young, rng)
     )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    # Handlers first: whoever reads the line below may signal us at once.
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
     api.start()
     kubeconfig = api.write_kubeconfig(args.kubeconfig_out)
     print(
@@ -1860,13 +1878,6 @@ def main(argv: list[str] | None = None) -> int:
         f"(try: kubectl --kubeconfig {kubeconfig} get nodes)",
         flush=True,
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
     while not stop.wait(0.5):
         pass
     api.stop()
