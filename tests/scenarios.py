@@ -121,6 +121,31 @@ def deleting_nodes_are_not_patched_and_start_no_hold(c: ServerCluster) -> None:
     assert c.annotations("e2e-dying") == {}
 
 
+def group_scope_holds_only_the_new_nodes_pool(c: ServerCluster) -> None:
+    pool = "karpenter.sh/nodepool"
+    c.add_node("e2e-pool-a", labels={pool: "a"})
+    c.pass_hold()
+    c.add_node("e2e-pool-b", labels={pool: "b"})
+    result = c.reconcile("--hold-scope", "group")
+    assert result.code == 0, result.stderr
+    assert c.annotations("e2e-pool-b") == OURS
+    assert c.annotations("e2e-pool-a") == {}
+
+
+def several_keys_are_owned_and_released_per_key(c: ServerCluster) -> None:
+    ca_key = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+    c.add_node("e2e-k1")
+    c.add_node("e2e-k2", annotations={ca_key: "true"})
+    env = {"HOLD_ANNOTATION": f"{KEY},{ca_key}"}
+    assert c.reconcile(env=env).code == 0
+    assert c.annotations("e2e-k1") == {KEY: "true", ca_key: "true", MARKER: f"{ca_key},{KEY}"}
+    assert c.annotations("e2e-k2") == {KEY: "true", ca_key: "true", MARKER: KEY}
+    c.pass_hold()
+    assert c.reconcile(env=env).code == 0
+    assert c.annotations("e2e-k1") == {}
+    assert c.annotations("e2e-k2") == {ca_key: "true"}
+
+
 SCENARIOS = [
     hold_and_release_restores_annotations,
     foreign_hold_annotations_are_never_touched,
@@ -129,4 +154,6 @@ SCENARIOS = [
     release_removes_only_our_holds_even_during_a_hold,
     status_reports_who_holds_what,
     deleting_nodes_are_not_patched_and_start_no_hold,
+    group_scope_holds_only_the_new_nodes_pool,
+    several_keys_are_owned_and_released_per_key,
 ]
