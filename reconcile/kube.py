@@ -6,7 +6,7 @@ its urllib3 pool, but are built here so that they stay small and cheap:
 metadata-only Accept headers, gzip, responses always drained (keep-alive
 survives), no typed models, and no retries hidden below our own policy. The
 next list page is asked for while the current one is parsed, and credentials
-are read from the client once a second, not per request (docs/performance.md).
+are read from the client once a second, not per request (README, "Performance").
 The CLI imports this module only inside commands: `node-holder --help` must
 stay fast, and `import kubernetes` alone costs about 0.3 s.
 """

@@ -72,7 +72,7 @@ class RunSettings:
     clock: Clock = Clock.SERVER
     timeout: timedelta = timedelta(seconds=45)
     workers: int = 8
-    qps: float = 1000.0  # a ceiling: the 8 workers bound the rate first (docs/performance.md)
+    qps: float = 1000.0  # a ceiling: the 8 workers bound the rate first (README, "Performance")
     page_size: int = 500
     events: bool = True
     output: Output = Output.TEXT
