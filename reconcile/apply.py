@@ -14,13 +14,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from reconcile.decide import NodePatch, NodeView, Plan
 from reconcile.kube import ApiError, Kube, MalformedNode, TransportError, Written
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MAX_CONFLICTS = 5  # 409 -> re-read -> decide again, at most this many times per node
 
@@ -70,6 +72,17 @@ class Pool:
     stop: threading.Event
     request_timeout: float
 
+    def retry(self, call: Callable[[float], T], what: str) -> T:
+        """`retrying()` under this run's backoff, deadline, stop flag and request timeout."""
+        return retrying(
+            call,
+            what=what,
+            backoff=self.backoff,
+            deadline=self.deadline,
+            stop=self.stop,
+            request_timeout=self.request_timeout,
+        )
+
 
 class _Abort:
     """Set once by the first 401/403: the identity cannot write, so stop trying."""
@@ -95,9 +108,13 @@ def _patch_node(
 ) -> NodeResult:
     attempts = conflicts = 0
     current = patch
+
+    def result(outcome: Outcome, error: str | None = None) -> NodeResult:
+        return NodeResult(patch.node, outcome, current, attempts, conflicts, error)
+
     while True:
         if pool.stop.is_set() or pool.deadline.expired or abort.reason:
-            return NodeResult(patch.node, Outcome.NOT_SENT, current, attempts, conflicts)
+            return result(Outcome.NOT_SENT)
         try:
             pool.limiter.acquire(pool.deadline, pool.stop)
             attempts += 1
@@ -105,63 +122,39 @@ def _patch_node(
             def send(timeout: float, p: NodePatch = current) -> Written:
                 return kube.patch_node(p, timeout=timeout)
 
-            retrying(
-                send,
-                what=f"node/{patch.node}: patch",
-                backoff=pool.backoff,
-                deadline=pool.deadline,
-                stop=pool.stop,
-                request_timeout=pool.request_timeout,
-            )
-            return NodeResult(patch.node, Outcome.PATCHED, current, attempts, conflicts)
+            pool.retry(send, f"node/{patch.node}: patch")
+            return result(Outcome.PATCHED)
         except ApiError as exc:
             if exc.status == 404:
-                return NodeResult(patch.node, Outcome.GONE, current, attempts, conflicts)
+                return result(Outcome.GONE)
             if exc.status in (401, 403):
                 abort.set(exc.explain())
-                return NodeResult(
-                    patch.node, Outcome.FAILED, current, attempts, conflicts, exc.explain()
-                )
+                return result(Outcome.FAILED, exc.explain())
             if exc.status != 409:
-                return NodeResult(
-                    patch.node, Outcome.FAILED, current, attempts, conflicts, exc.explain()
-                )
+                return result(Outcome.FAILED, exc.explain())
         except TransportError as exc:
-            return NodeResult(patch.node, Outcome.FAILED, current, attempts, conflicts, str(exc))
+            return result(Outcome.FAILED, str(exc))
         except (Interrupted, DeadlineExceeded) as exc:
             why = "stopped by signal" if isinstance(exc, Interrupted) else "run timeout reached"
-            return NodeResult(patch.node, Outcome.NOT_SENT, current, attempts, conflicts, why)
+            return result(Outcome.NOT_SENT, why)
         # 409 Conflict: the node changed after we listed it. Read it again and decide again.
         conflicts += 1
         if conflicts > MAX_CONFLICTS:
-            return NodeResult(
-                patch.node,
-                Outcome.FAILED,
-                current,
-                attempts,
-                conflicts,
-                f"still conflicting after {MAX_CONFLICTS} re-reads",
-            )
+            return result(Outcome.FAILED, f"still conflicting after {MAX_CONFLICTS} re-reads")
         log.info("node/%s: changed since listed (409); reading it again", patch.node)
         try:
-            fresh = retrying(
-                lambda timeout: reread(patch.node, timeout),
-                what=f"node/{patch.node}: get",
-                backoff=pool.backoff,
-                deadline=pool.deadline,
-                stop=pool.stop,
-                request_timeout=pool.request_timeout,
+            fresh = pool.retry(
+                lambda timeout: reread(patch.node, timeout), f"node/{patch.node}: get"
             )
         except (ApiError, TransportError, MalformedNode) as exc:
-            text = exc.explain() if isinstance(exc, ApiError) else str(exc)
-            return NodeResult(patch.node, Outcome.FAILED, current, attempts, conflicts, text)
+            return result(Outcome.FAILED, exc.explain() if isinstance(exc, ApiError) else str(exc))
         except (Interrupted, DeadlineExceeded):
-            return NodeResult(patch.node, Outcome.NOT_SENT, current, attempts, conflicts)
+            return result(Outcome.NOT_SENT)
         if fresh is None:
-            return NodeResult(patch.node, Outcome.GONE, current, attempts, conflicts)
+            return result(Outcome.GONE)
         again = plan.decide_again(fresh)
         if again.patch is None:
-            return NodeResult(patch.node, Outcome.SETTLED, current, attempts, conflicts)
+            return result(Outcome.SETTLED)
         current = again.patch
 
 

@@ -34,7 +34,9 @@ from reconcile.settings import (
     annotation_keys_option,
     check_max_hold,
     duration_option,
+    int_option,
     label_key_option,
+    number_option,
     selector_option,
 )
 
@@ -269,30 +271,6 @@ output_options = _options(
 # --- option text -> settings --------------------------------------------------------
 
 
-def _int(text: str, option: str, env: str, low: int, high: int) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise ConfigError(
-            f"{option} ({env}): {text!r} is not a whole number; use a number from {low} to {high}"
-        ) from None
-    if not low <= value <= high:
-        raise ConfigError(
-            f"{option} ({env}): {value} is out of range; use a number from {low} to {high}"
-        )
-    return value
-
-
-def _float(text: str, option: str, env: str, low: float, high: float) -> float:
-    try:
-        value = float(str(text).strip())
-    except ValueError:
-        value = float("nan")
-    if not low <= value <= high:
-        raise ConfigError(f"{option} ({env}): {text!r} is not a number from {low:g} to {high:g}")
-    return value
-
-
 def hold_settings(opts: dict[str, Any]) -> HoldSettings:
     max_hold = opts.get("max_hold") or ""
     hold = HoldSettings(
@@ -320,9 +298,9 @@ def run_settings(opts: dict[str, Any]) -> RunSettings:
         dry_run=bool(opts.get("dry_run", False)),
         clock=Clock(opts["clock"].lower()),
         timeout=timeout,
-        workers=_int(opts.get("workers", "1"), "--workers", "NODE_HOLDER_WORKERS", 1, 64),
-        qps=_float(opts.get("qps", "0"), "--qps", "NODE_HOLDER_QPS", 0, 10_000),
-        page_size=_int(opts["page_size"], "--page-size", "NODE_HOLDER_PAGE_SIZE", 1, 10_000),
+        workers=int_option(opts.get("workers", "1"), "--workers", "NODE_HOLDER_WORKERS", 1, 64),
+        qps=number_option(opts.get("qps", "0"), "--qps", "NODE_HOLDER_QPS", 0, 10_000),
+        page_size=int_option(opts["page_size"], "--page-size", "NODE_HOLDER_PAGE_SIZE", 1, 10_000),
         events=bool(opts.get("events", False)),
         output=Output(opts["output"].lower()),
     )

@@ -238,6 +238,10 @@ class Kube:
                 self._auth_until = now + AUTH_REFRESH_SECONDS
             return self._auth
 
+    def _seconds(self, timeout: float | None) -> float:
+        """How long one request may take: the caller's cut of the deadline, or the default."""
+        return self.request_timeout if timeout is None else max(timeout, 0.05)
+
     def request(
         self,
         method: str,
@@ -253,7 +257,7 @@ class Kube:
         """One HTTP request; the body is always read so the connection is reused."""
         target = path + (f"?{urlencode(query)}" if query else "")
         payload = None if body is None else json.dumps(body, separators=(",", ":"))
-        seconds = self.request_timeout if timeout is None else max(timeout, 0.05)
+        seconds = self._seconds(timeout)
         with self._lock:
             self.requests += 1
         sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip", **(headers or {})}
@@ -343,8 +347,7 @@ class Kube:
         ahead, self._ahead = self._ahead, None
         if ahead is None or (ahead.page_size, ahead.continue_token) != (page_size, continue_token):
             return None  # a restarted list, or another page size: a direct request
-        seconds = self.request_timeout if timeout is None else max(timeout, 0.05)
-        if not ahead.wait(seconds):
+        if not ahead.wait(self._seconds(timeout)):
             raise TransportError(f"{self._host} did not answer in time")
         return ahead.result()
 

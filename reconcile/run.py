@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from reconcile.apply import ApplyResult, Outcome, Pool, apply_plan
 from reconcile.decide import Mode, NodeView, Plan, Transition, decide
 from reconcile.kube import ApiError, Kube, MalformedNode, Page, TransportError
-from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
+from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter
 from reconcile.settings import OWNERSHIP_MARKER, Clock, HoldSettings, RunSettings
 
 log = logging.getLogger(__name__)
@@ -83,14 +83,7 @@ def read_nodes(kube: Kube, hold: HoldSettings, run: RunSettings, pool: Pool) -> 
                         timeout=timeout,
                     )
 
-                got = retrying(
-                    page,
-                    what="list nodes",
-                    backoff=pool.backoff,
-                    deadline=pool.deadline,
-                    stop=pool.stop,
-                    request_timeout=pool.request_timeout,
-                )
+                got = pool.retry(page, "list nodes")
                 nodes.extend(got.nodes)
                 pages += 1
                 server_now = got.date
@@ -201,13 +194,9 @@ def _record_events(
         if transition.window not in landed:
             continue
         try:
-            retrying(
+            pool.retry(
                 lambda timeout, t=transition: kube.create_event(t, plan.now, instance, timeout),
-                what=f"event {transition.reason} on node/{transition.node}",
-                backoff=pool.backoff,
-                deadline=pool.deadline,
-                stop=pool.stop,
-                request_timeout=pool.request_timeout,
+                f"event {transition.reason} on node/{transition.node}",
             )
             sent.append(transition)
         except (ApiError, TransportError, DeadlineExceeded, Interrupted) as exc:

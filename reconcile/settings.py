@@ -210,11 +210,29 @@ def label_key_option(text: str, option: str, env: str) -> str:
     return key
 
 
-def positive_int_option(value: int, option: str, env: str, *, maximum: int) -> int:
-    if not 1 <= value <= maximum:
+def int_option(text: str, option: str, env: str | None, low: int, high: int) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
         raise ConfigError(
-            f"{_label(option, env)}: {value} is out of range; "
-            f"use a whole number from 1 to {maximum}"
+            f"{_label(option, env)}: {text!r} is not a whole number; "
+            f"use a number from {low} to {high}"
+        ) from None
+    if not low <= value <= high:
+        raise ConfigError(
+            f"{_label(option, env)}: {value} is out of range; use a number from {low} to {high}"
+        )
+    return value
+
+
+def number_option(text: str, option: str, env: str | None, low: float, high: float) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:
+        raise ConfigError(
+            f"{_label(option, env)}: {text!r} is not a number from {low:g} to {high:g}"
         )
     return value
 
