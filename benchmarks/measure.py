@@ -60,7 +60,7 @@ def run_measured(cmd: list[str], *, env: dict[str, str], output: Path) -> Usage:
 
 
 class TestServer:
-    """`python -m reconcile.testing.apiserver` with N EKS-shaped nodes, all days old."""
+    """`python -m tests.kubeapi.apiserver` with N EKS-shaped nodes, all days old."""
 
     def __init__(self, nodes: int, write_latency: float, workdir: Path) -> None:
         self.kubeconfig = workdir / f"kc-{nodes}.yaml"
@@ -69,7 +69,7 @@ class TestServer:
             [
                 *python_cmd(),
                 "-m",
-                "reconcile.testing.apiserver",
+                "tests.kubeapi.apiserver",
                 "--nodes",
                 str(nodes),
                 "--young",

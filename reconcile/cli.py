@@ -510,15 +510,16 @@ def simulate(timeline: tuple[str, ...], **opts: Any) -> None:
 
 def _simulate(paths: tuple[str, ...], opts: dict[str, Any]) -> None:
     # Imported here: the replay needs the Kubernetes client; --help doesn't.
-    from reconcile import plot, simulate_report  # noqa: PLC0415
-    from reconcile.simulate import (  # noqa: PLC0415
+    from reconcile.simulate import plot  # noqa: PLC0415
+    from reconcile.simulate import report as simulate_report  # noqa: PLC0415
+    from reconcile.simulate.replay import (  # noqa: PLC0415
         SimulationFailed,
         configurations,
         parse_compare,
         replay_window,
     )
-    from reconcile.simulate import simulate as run_simulation  # noqa: PLC0415
-    from reconcile.timeline import load_timeline, parse_time  # noqa: PLC0415
+    from reconcile.simulate.replay import simulate as run_simulation  # noqa: PLC0415
+    from reconcile.simulate.timeline import load_timeline, parse_time  # noqa: PLC0415
 
     setup_logging(opts["log_format"], opts["verbose"])
     base = hold_settings(opts)

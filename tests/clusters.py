@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from reconcile.cli import main
-from reconcile.testing.apiserver import ApiServer
+from tests.kubeapi.apiserver import ApiServer
 
 E2E_LABEL = "node-holder.dev/e2e"
 SCOPE_ARGS = ("--trigger-selector", f"{E2E_LABEL}=true", "--node-selector", f"{E2E_LABEL}=true")

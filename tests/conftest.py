@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import urllib3
 
-from reconcile.testing.apiserver import ApiServer
+from tests.kubeapi.apiserver import ApiServer
 
 
 @pytest.fixture

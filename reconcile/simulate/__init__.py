@@ -1,0 +1,1 @@
+"""`node-holder simulate`: replay node timelines to choose a hold duration (docs/simulate.md)."""

@@ -1,0 +1,229 @@
+"""Scopes, selectors, several annotation keys, --max-hold and Events, via the API test server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.kubeapi.apiserver import ApiServer
+from tests.clusters import CliResult, run_cli
+
+KEY = "karpenter.sh/do-not-disrupt"
+CA_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+MARKER = "node-holder.dev/owned-annotations"
+OURS = {KEY: "true", MARKER: KEY}
+POOL = "karpenter.sh/nodepool"
+
+
+def run(kubeconfig: str, command: str, *args: str, env: dict[str, str] | None = None) -> CliResult:
+    return run_cli(command, "--kubeconfig", kubeconfig, *args, env=env)
+
+
+def add(api: ApiServer, name: str, age: timedelta, pool: str | None = None, **kw: object) -> None:
+    labels = {POOL: pool} if pool else {}
+    api.add_node(name, created=api.now() - age, labels=labels, eks=False, **kw)  # type: ignore[arg-type]
+
+
+OLD = timedelta(hours=5)
+NEW = timedelta(minutes=3)
+
+
+def test_group_scope_holds_only_the_new_nodes_group(api: ApiServer, kubeconfig: str) -> None:
+    add(api, "batch-old", OLD, "batch")
+    add(api, "batch-new", NEW, "batch")
+    add(api, "web-old", OLD, "web")
+    add(api, "system", OLD)
+    result = run(kubeconfig, "reconcile", env={"HOLD_SCOPE": "group"})
+    assert result.code == 0, result.stderr
+    assert api.annotations("batch-old") == OURS and api.annotations("batch-new") == OURS
+    assert api.annotations("web-old") == {} and api.annotations("system") == {}
+    assert "1 of 3 groups held (group scope)" in result.lines[-1]
+    # A new node without the label holds the unlabelled group only.
+    add(api, "system-new", NEW)
+    run(kubeconfig, "reconcile", "--hold-scope", "group")
+    assert api.annotations("system") == OURS and api.annotations("web-old") == {}
+
+
+def test_group_label_is_configurable(api: ApiServer, kubeconfig: str) -> None:
+    api.add_node("a", created=api.now() - OLD, labels={"team": "x"}, eks=False)
+    api.add_node("b", created=api.now() - NEW, labels={"team": "x"}, eks=False)
+    api.add_node("c", created=api.now() - OLD, labels={"team": "y"}, eks=False)
+    result = run(kubeconfig, "reconcile", "--hold-scope", "group", "--group-label", "team")
+    assert result.code == 0
+    assert [bool(api.annotations(n)) for n in "abc"] == [True, True, False]
+
+
+def test_node_scope_holds_each_node_for_its_own_first_hold_duration(
+    api: ApiServer, kubeconfig: str
+) -> None:
+    add(api, "old", OLD)
+    add(api, "young", timedelta(minutes=15))
+    add(api, "newest", timedelta(minutes=1))
+    assert run(kubeconfig, "reconcile", "--hold-scope", "node").code == 0
+    assert [api.annotations(n) for n in ("old", "young", "newest")] == [{}, OURS, OURS]
+    api.advance_clock(timedelta(minutes=6))
+    assert run(kubeconfig, "reconcile", "--hold-scope", "node").code == 0
+    assert [api.annotations(n) for n in ("old", "young", "newest")] == [{}, {}, OURS]
+
+
+def test_trigger_selector_decides_who_starts_a_hold(api: ApiServer, kubeconfig: str) -> None:
+    add(api, "kp-old", OLD, "batch")
+    add(api, "static-new", NEW)  # not provisioned by Karpenter: no hold
+    env = {"HOLD_TRIGGER_SELECTOR": POOL}
+    result = run(kubeconfig, "reconcile", env=env)
+    assert result.code == 0
+    assert api.writes() == []
+    add(api, "kp-new", NEW, "batch")
+    assert run(kubeconfig, "reconcile", env=env).code == 0
+    assert all(api.annotations(n) == OURS for n in ("kp-old", "static-new", "kp-new"))
+
+
+def test_node_selector_decides_who_is_held_and_releases_leavers(
+    api: ApiServer, kubeconfig: str
+) -> None:
+    add(api, "kp", OLD, "batch")
+    add(api, "static", NEW)
+    env = {"HOLD_NODE_SELECTOR": f"{POOL}=batch"}
+    assert run(kubeconfig, "reconcile", env=env).code == 0
+    assert api.annotations("kp") == OURS and api.annotations("static") == {}
+    # kp leaves the selected set: a node this tool holds that no longer matches is released.
+    api.edit_node("kp", lambda n: n["metadata"]["labels"].update({POOL: "other"}))
+    assert run(kubeconfig, "reconcile", env=env).code == 0
+    assert api.annotations("kp") == {}
+
+
+def test_several_annotation_keys_with_ownership_per_key(api: ApiServer, kubeconfig: str) -> None:
+    add(api, "a", OLD)
+    add(api, "b", OLD, annotations={CA_KEY: "true"})  # set by someone else
+    add(api, "new", NEW)
+    env = {"HOLD_ANNOTATION": f"{KEY},{CA_KEY}"}
+    assert run(kubeconfig, "reconcile", env=env).code == 0
+    both = f"{CA_KEY},{KEY}"
+    assert api.annotations("a") == {KEY: "true", CA_KEY: "true", MARKER: both}
+    assert api.annotations("b") == {KEY: "true", CA_KEY: "true", MARKER: KEY}
+    api.advance_clock(timedelta(minutes=20))
+    assert run(kubeconfig, "reconcile", env=env).code == 0
+    assert api.annotations("a") == {}
+    assert api.annotations("b") == {CA_KEY: "true"}
+
+
+def test_repeated_annotation_flags_work_like_the_env_var(api: ApiServer, kubeconfig: str) -> None:
+    add(api, "new", NEW)
+    result = run(kubeconfig, "reconcile", "--annotation", KEY, "--annotation", CA_KEY)
+    assert result.code == 0
+    assert api.annotations("new")[MARKER] == f"{CA_KEY},{KEY}"
+
+
+def test_max_hold_caps_a_stretch_even_while_nodes_keep_arriving(
+    api: ApiServer, kubeconfig: str
+) -> None:
+    start = api.now()
+    api.set_clock(start)
+    add(api, "base", OLD)
+    args = ("--hold-duration", "20m", "--max-hold", "1h")
+    held_at = []
+    for minute in range(0, 100, 10):  # a node every 10 minutes for 100 minutes
+        api.set_clock(start + timedelta(minutes=minute))
+        add(api, f"n{minute}", timedelta(0))
+        assert run(kubeconfig, "reconcile", *args).code == 0
+        held_at.append(api.annotations("base") == OURS)
+    # Held from 0 to 60 (cap), free for one hold duration (60-80), then a new stretch.
+    assert held_at == [True] * 6 + [False, False] + [True, True]
+
+
+def test_events_mark_start_extension_and_end_of_a_hold(api: ApiServer, kubeconfig: str) -> None:
+    add(api, "old", OLD)
+    add(api, "new", NEW)
+    uid = api.get_node("new")["metadata"]["uid"]  # type: ignore[index]
+    assert run(kubeconfig, "reconcile").code == 0
+    add(api, "newer", timedelta(minutes=1))
+    assert run(kubeconfig, "reconcile").code == 0
+    assert run(kubeconfig, "reconcile").code == 0  # steady: no event
+    api.advance_clock(timedelta(minutes=20))
+    assert run(kubeconfig, "reconcile").code == 0
+    events = api.events
+    assert [(e["reason"], e["involvedObject"]["name"]) for e in events] == [
+        ("HoldStarted", "new"),
+        ("HoldExtended", "newer"),
+        ("HoldEnded", "newer"),
+    ]
+    first = events[0]
+    assert first["metadata"]["namespace"] == "default"
+    assert first["involvedObject"]["kind"] == "Node"
+    assert first["involvedObject"]["uid"] == uid
+    assert first["type"] == "Normal" and first["source"]["component"] == "node-holder"
+    assert "youngest node new" in first["message"] and "until" in first["message"]
+
+
+def test_no_events_flag_and_dry_run_record_nothing(api: ApiServer, kubeconfig: str) -> None:
+    add(api, "new", NEW)
+    assert run(kubeconfig, "reconcile", "--dry-run").code == 0
+    assert run(kubeconfig, "reconcile", env={"NODE_HOLDER_EVENTS": "false"}).code == 0
+    assert api.annotations("new") == OURS
+    assert api.events == []
+
+
+def test_a_refused_event_does_not_fail_the_run(api: ApiServer, kubeconfig: str) -> None:
+    from tests.kubeapi.apiserver import Fault  # noqa: PLC0415
+
+    add(api, "new", NEW)
+    api.inject(Fault(method="POST", path="/events$", status=403, times=None))
+    result = run(kubeconfig, "reconcile")
+    assert result.code == 0
+    assert api.annotations("new") == OURS
+    assert "could not record event HoldStarted" in result.stderr
+
+
+def test_status_shows_each_group(api: ApiServer, kubeconfig: str) -> None:
+    add(api, "batch-old", OLD, "batch")
+    add(api, "batch-new", NEW, "batch")
+    add(api, "web-old", OLD, "web")
+    text = run(kubeconfig, "status", "--hold-scope", "group")
+    assert text.code == 0
+    rows = {line.split()[0]: line.split()[1] for line in text.lines if line.startswith(POOL)}
+    assert rows == {f"{POOL}=batch": "held", f"{POOL}=web": "released"}
+    data = json.loads(run(kubeconfig, "status", "--hold-scope", "group", "--output", "json").stdout)
+    windows = {w["name"]: w for w in data["windows"]}
+    assert windows[f"{POOL}=batch"]["held"] is True
+    assert windows[f"{POOL}=batch"]["youngestNode"] == "batch-new"
+    assert windows[f"{POOL}=web"]["held"] is False
+    assert {n["name"]: n["next"] for n in data["nodes"]} == {
+        "batch-old": "add",
+        "batch-new": "add",
+        "web-old": "-",
+    }
+    assert api.writes() == []
+
+
+@pytest.mark.kubectl
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_events_show_in_kubectl_get_events_and_describe_node(
+    api: ApiServer, kubeconfig: str, tmp_path: Path
+) -> None:
+    add(api, "old", OLD)
+    add(api, "new", NEW)
+    assert run(kubeconfig, "reconcile").code == 0
+    env = {**os.environ, "HOME": str(tmp_path), "KUBECACHEDIR": str(tmp_path / "cache")}
+
+    def kubectl(*args: str) -> str:
+        done = subprocess.run(
+            ["kubectl", "--kubeconfig", kubeconfig, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    listed = kubectl("get", "events", "-A", "--field-selector", "reason=HoldStarted")
+    assert "HoldStarted" in listed and "node/new" in listed
+    described = kubectl("describe", "node", "new")
+    assert "HoldStarted" in described and "Hold started for cluster" in described

@@ -1,0 +1,407 @@
+"""`node-holder simulate`: known answers on handcrafted timelines, the HTTP path, the
+comparison syntax, the output, and the demo's own command."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconcile.examples import generate_day
+from reconcile.settings import HoldSettings
+from reconcile.simulate.replay import replay, replay_window, simulate
+from tests.kubeapi.apiserver import ApiServer, RequestInfo
+from reconcile.simulate.timeline import load_timeline
+from tests.clusters import CliResult, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "reconcile" / "examples" / "batch-day.yaml"
+T0 = datetime(2024, 5, 14, tzinfo=UTC)
+POOL = "karpenter.sh/nodepool"
+KEY = "karpenter.sh/do-not-disrupt"
+
+
+def timeline_file(tmp_path: Path, *extra: str, start: str = "00:00", end: str = "01:00") -> str:
+    """Two nodes from long ago, plus `extra` YAML entries, replayed from `start` to `end`."""
+    text = (
+        f"start: 2024-05-14T{start}:00Z\n"
+        f"end: 2024-05-14T{end}:00Z\n"
+        "nodes:\n"
+        "  - {name: old-1, created: 2024-05-01T00:00:00Z}\n"
+        "  - {name: old-2, created: 2024-05-01T00:00:00Z}\n"
+    )
+    path = tmp_path / "timeline.yaml"
+    path.write_text(text + "".join(f"  - {e}\n" for e in extra))
+    return str(path)
+
+
+def simulate_json(*args: str) -> dict[str, Any]:
+    result = run_cli("simulate", *args, "--output", "json", "--jobs", "1")
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def figures(column: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one column that a person would quote."""
+    return {
+        "periods": [
+            (p["start"][11:16], p["end"] and p["end"][11:16], p["trigger"], p["extended"])
+            for p in column["periods"]
+        ],
+        "held_runs": column["held_runs"],
+        "node_minutes_held": column["node_minutes_held"],
+        "writes": column["writes"]["total"],
+        "max_writes": column["writes"]["per_run_max"],
+        "events": column["events"],
+        "removed_while_held": column["removed_while_held"],
+    }
+
+
+# --- known answers ----------------------------------------------------------------------
+
+
+def test_one_new_node_in_an_old_cluster_holds_for_exactly_the_hold_duration(
+    tmp_path: Path,
+) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    data = simulate_json(path, "--compare", "40m")
+    assert data["replay"]["runs"] == 60
+    twenty, forty = data["configurations"]
+    assert (twenty["label"], twenty["primary"], forty["label"]) == ("20m", True, "40m")
+    # Three nodes held from the run at 00:00 to the run at 00:20 (which releases them):
+    # 3 patches to add, 3 to remove, HoldStarted and HoldEnded.
+    assert figures(twenty) == {
+        "periods": [("00:00", "00:20", "new", 0)],
+        "held_runs": 20,
+        "node_minutes_held": 60.0,
+        "writes": 6,
+        "max_writes": 3,
+        "events": 2,
+        "removed_while_held": 0,
+    }
+    assert figures(forty) == {
+        "periods": [("00:00", "00:40", "new", 0)],
+        "held_runs": 40,
+        "node_minutes_held": 120.0,
+        "writes": 6,
+        "max_writes": 3,
+        "events": 2,
+        "removed_while_held": 0,
+    }
+    # Every run lists once; the rest are the patches and Events: all went to the server.
+    assert twenty["requests"] == 60 + 6 + 2
+    assert twenty["held_share"] == pytest.approx(20 / 60)
+    assert twenty["node_minutes"] == 180.0
+    assert twenty["held_nodes"] == [3] * 20 + [0] * 40
+    assert data["present_nodes"] == [3] * 60
+
+
+def test_a_node_created_between_runs_is_seen_by_the_next_run_and_a_newer_one_extends(
+    tmp_path: Path,
+) -> None:
+    path = timeline_file(
+        tmp_path,
+        "{name: new, created: 2024-05-14T00:00:30Z}",  # the run at 00:01 sees it first
+        "{name: newer, created: 2024-05-14T00:10:00Z}",  # hold until 00:30
+    )
+    (column,) = simulate_json(path)["configurations"]
+    assert figures(column) == {
+        "periods": [("00:01", "00:30", "new", 1)],
+        "held_runs": 29,
+        "node_minutes_held": 9 * 3 + 20 * 4.0,
+        "writes": 3 + 1 + 4,
+        "max_writes": 4,
+        "events": 3,  # HoldStarted, HoldExtended, HoldEnded
+        "removed_while_held": 0,
+    }
+
+
+def test_deletions_while_held_are_counted_and_short_lived_nodes_are_never_seen(
+    tmp_path: Path,
+) -> None:
+    path = timeline_file(
+        tmp_path,
+        "{name: new, created: 2024-05-14T00:00:00Z, deleted: 2024-05-14T00:05:30Z}",
+        "{name: flash, created: 2024-05-14T00:30:10Z, deleted: 2024-05-14T00:30:50Z}",
+    )
+    timeline = load_timeline([path])
+    hold = HoldSettings()
+    window = replay_window(timeline, [hold], timedelta(minutes=1))
+    sim = simulate(timeline, window, [hold], jobs=1)
+    (result,) = sim.results
+    assert sim.unseen == ("flash",)
+    # `new` leaves at the run at 00:06 while held; the old nodes then release at once.
+    assert [(p.start, p.end) for p in result.periods] == [(T0, T0 + timedelta(minutes=6))]
+    assert result.removed_while_held == 1
+    assert result.held_nodes[:7] == (3, 3, 3, 3, 3, 3, 0)
+    assert result.present_nodes[5:7] == (3, 2)
+    assert sum(result.writes) == 3 + 2
+
+
+def test_group_scope_holds_only_the_group_that_grew(tmp_path: Path) -> None:
+    path = timeline_file(
+        tmp_path,
+        "{name: b-old, created: 2024-05-01T00:00:00Z, labels: {karpenter.sh/nodepool: b}}",
+        "{name: b-new, created: 2024-05-14T00:00:00Z, labels: {karpenter.sh/nodepool: b}}",
+    )
+    data = simulate_json(path, "--hold-scope", "group", "--compare", "20m/cluster")
+    group, cluster = data["configurations"]
+    assert (group["label"], cluster["label"]) == ("20m/group", "20m")
+    assert [(p["window"], p["trigger"], p["peak_held"]) for p in group["periods"]] == [
+        (f"{POOL}=b", "b-new", 2)
+    ]
+    assert group["node_minutes_held"] == 2 * 20.0
+    assert cluster["node_minutes_held"] == 4 * 20.0
+
+
+def test_every_run_goes_over_http_through_the_real_client(tmp_path: Path) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}", end="00:30")
+    timeline = load_timeline([path])
+    hold = HoldSettings()
+    window = replay_window(timeline, [hold], timedelta(minutes=1))
+    seen: list[RequestInfo] = []
+
+    def observe(api: ApiServer) -> None:
+        api.on_request(seen.append)
+
+    result = replay(timeline, window, hold, observe=observe)
+    lists = [r for r in seen if r.method == "GET" and r.path == "/api/v1/nodes"]
+    patches = [r for r in seen if r.method == "PATCH"]
+    events = [r for r in seen if r.method == "POST" and r.path.endswith("/events")]
+    assert len(lists) == window.runs == 30
+    assert len(patches) == sum(result.writes) == 6
+    assert len(events) == result.events == 2
+    assert {r.identity for r in seen} == {"admin"}  # the kubeconfig's bearer token
+    assert all(r.content_type == "application/merge-patch+json" for r in patches)
+    bodies = [json.loads(r.body) for r in patches]
+    assert all("resourceVersion" in b["metadata"] for b in bodies)  # the precondition
+    assert {b["metadata"]["annotations"].get(KEY) for b in bodies} == {"true", None}
+
+
+def test_parallel_processes_give_the_same_figures(tmp_path: Path) -> None:
+    path = timeline_file(
+        tmp_path,
+        "{name: new, created: 2024-05-14T00:00:00Z}",
+        "{name: newer, created: 2024-05-14T00:15:00Z}",
+    )
+
+    def run(jobs: str) -> list[dict[str, Any]]:
+        result = run_cli(
+            "simulate", path, "--compare", "10m,40m", "--output", "json", "--jobs", jobs
+        )
+        assert result.code == 0, result.stderr
+        columns = json.loads(result.stdout)["configurations"]
+        return [{k: v for k, v in c.items() if k != "replay_seconds"} for c in columns]
+
+    assert run("2") == run("1")
+
+
+# --- the command line -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("compare", "words"),
+    [
+        ("10m,,40m", "--compare: column 2 is empty"),
+        ("10m,1x", "--compare: column 2 ('1x'): hold duration '1x' is not a duration"),
+        ("20m/grp", "--compare: column 1 ('20m/grp'): 'grp' is neither a scope"),
+        ("20m/group/node", "--compare: column 1 ('20m/group/node'): gives the scope twice"),
+        ("20m/max=5m", "--compare: column 1 ('20m/max=5m'): 5m is shorter than the hold"),
+        ("20m/max=soon", "--compare: column 1 ('20m/max=soon'): max hold 'soon' is not a"),
+        ("1m,2m,3m,4m,5m,6m,7m,8m", "--compare: 8 columns; compare at most 7"),
+    ],
+)
+def test_compare_syntax_errors_are_one_line_exit_2(
+    tmp_path: Path, compare: str, words: str
+) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    result = run_cli("simulate", path, "--compare", compare, "--jobs", "1")
+    assert result.code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"node-holder: error: {words}"), result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_compare_columns_inherit_the_hold_options(tmp_path: Path) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    data = simulate_json(
+        path, "--hold-scope", "node", "--max-hold", "30m", "--compare", "10m,40m,20m/max=none"
+    )
+    labels = [c["label"] for c in data["configurations"]]
+    # 40m drops the inherited 30m cap (a cap below the hold duration is refused)
+    assert labels == ["20m/node/max=30m", "10m/node/max=30m", "40m/node", "20m/node"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--interval", "5s"), "--interval: use whole seconds, at least 10s"),
+        (("--start", "today"), "--start: 'today' is not an RFC 3339 time"),
+        (("--end", "2024-05-13T00:00:00Z"), "the replay would end (2024-05-13T00:00:00Z) before"),
+        (("--jobs", "many"), "--jobs: 'many' is not a number"),
+        (("--plot", "out.svg"), "--plot: 'out.svg' does not end in .png"),
+    ],
+)
+def test_bad_replay_options_are_one_line_exit_2(
+    tmp_path: Path, args: tuple[str, ...], words: str
+) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    jobs = () if "--jobs" in args else ("--jobs", "1")
+    result = run_cli("simulate", path, *args, *jobs)
+    assert result.code == 2
+    assert result.stderr.startswith(f"node-holder: error: {words}"), result.stderr
+
+
+def test_a_long_history_asks_for_a_shorter_window_and_last_gives_it(tmp_path: Path) -> None:
+    path = tmp_path / "nodes.yaml"
+    path.write_text(
+        "nodes:\n"
+        "  - {name: ancient, created: 2023-01-01T00:00:00Z}\n"
+        "  - {name: new, created: 2024-05-14T00:00:00Z}\n"
+    )
+    result = run_cli("simulate", str(path), "--jobs", "1")
+    assert result.code == 2
+    assert "runs at --interval 1m (at most 20,160); replay part of it with --last 24h" in (
+        result.stderr
+    )
+    data = simulate_json(str(path), "--last", "1h")
+    assert data["replay"]["runs"] == 60
+    assert data["replay"]["end"] == "2024-05-14T00:21:00Z"  # the last hold ends, one run more
+    assert figures(data["configurations"][0])["periods"] == [("00:00", "00:20", "new", 0)]
+
+
+def test_text_output_explains_itself(tmp_path: Path) -> None:
+    path = timeline_file(
+        tmp_path,
+        "{name: new, created: 2024-05-14T00:00:00Z, labels: {karpenter.sh/nodepool: batch}}",
+    )
+    result = run_cli("simulate", path, "--compare", "40m", "--jobs", "1")
+    assert result.code == 0, result.stderr
+    out = result.stdout
+    assert "60 runs per configuration" in out
+    assert (
+        "Holds with the primary configuration (hold 20m, cluster scope): 1 started, "
+        "held 20m of 1h (33%)"
+    ) in out
+    assert re.search(r"^  00:00  00:20\s+20m  new \(batch\)\s+3$", out, re.MULTILINE), out
+    assert re.search(r"^  node-minutes held\s+60\s+120$", out, re.MULTILINE), out
+    assert re.search(r"^  share of time held\s+33%\s+67%$", out, re.MULTILINE), out
+    assert re.search(r"^  20m \s*\|█{20} {40}\|$", out, re.MULTILINE), out
+    assert "removed while held: nodes the timeline deletes while they carry the hold" in out
+    assert out.rstrip().splitlines()[-1].startswith("Replayed 2 configuration(s) x 60 runs")
+
+
+def test_plot_writes_a_png_or_says_how_to_install_matplotlib(tmp_path: Path) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    png = tmp_path / "hold.png"
+    result = run_cli("simulate", path, "--plot", str(png), "--jobs", "1")
+    try:
+        import matplotlib  # noqa: F401, PLC0415
+    except ImportError:
+        assert result.code == 2
+        assert "--plot needs matplotlib, which is not installed; pip install matplotlib" in (
+            result.stderr
+        )
+        assert not png.exists()
+    else:
+        assert result.code == 0, result.stderr
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_help_does_not_import_the_replay() -> None:
+    code = (
+        "import sys\n"
+        "from reconcile.cli import main\n"
+        "try:\n"
+        "    main(['simulate', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'kubernetes' not in sys.modules\n"
+        "assert 'reconcile.simulate' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "--compare" in done.stdout
+
+
+# --- the demo and its bundled timeline -------------------------------------------------
+
+
+def demo_args() -> list[str]:
+    """The arguments `make demo` passes, read from the Makefile itself."""
+    makefile = (ROOT / "Makefile").read_text()
+    match = re.search(r"^DEMO_ARGS \?= (.+)$", makefile, re.MULTILINE)
+    assert match, "Makefile has no DEMO_ARGS"
+    assert "$(PY) -m reconcile simulate $(DEMO_ARGS)" in makefile
+    return shlex.split(match.group(1))
+
+
+def test_bundled_day_is_what_its_generator_writes() -> None:
+    assert EXAMPLE.read_text() == generate_day.render()
+    timeline = load_timeline([str(EXAMPLE)])
+    assert (timeline.start, timeline.end) == (T0, T0 + timedelta(days=1))
+    pools = {n.labels[POOL] for n in timeline.nodes}
+    assert pools == {"system", "general", "batch", "gpu"}
+    batch = [n for n in timeline.nodes if n.labels[POOL] == "batch"]
+    lives = [(n.deleted - n.created) for n in batch if n.deleted and n.created]
+    assert len(batch) > 60
+    assert min(lives) >= timedelta(minutes=10) and max(lives) <= timedelta(minutes=33)
+    gpu = [n.deleted - n.created for n in timeline.nodes if n.labels[POOL] == "gpu"]
+    assert all(life >= timedelta(hours=2) for life in gpu)  # type: ignore[operator]
+
+
+def test_the_demo_command_on_the_first_six_hours() -> None:
+    args = demo_args()
+    assert args[0] == "reconcile/examples/batch-day.yaml"
+    args[0] = str(ROOT / args[0])
+    result: CliResult = run_cli("simulate", *args, "--end", "2024-05-14T06:00:00Z")
+    assert result.code == 0, result.stderr
+    out = result.stdout
+    assert "360 runs per configuration" in out
+    assert "Holds with the primary configuration (hold 20m, cluster scope): 2 started" in out
+    assert re.search(r"^  01:31  01:53\s+22m  ip-\S+ \(batch\)\s+\+4\s+14$", out, re.MULTILINE)
+    header = next(line for line in out.splitlines() if line.strip().startswith("20m *"))
+    assert header.split() == ["20m", "*", "10m", "40m", "20m/group", "20m/node"]
+    assert "Replayed 5 configuration(s) x 360 runs through the real reconciler" in out
+
+
+KARPENTER_LOG = """\
+{"level":"INFO","time":"2024-09-10T15:20:41.702Z","logger":"controller","message":"launched nodeclaim","NodeClaim":{"name":"batch-wgbwq"},"instance-type":"c6i.4xlarge"}
+{"level":"INFO","time":"2024-09-10T15:21:41.702Z","logger":"controller","message":"registered nodeclaim","controller":"nodeclaim.lifecycle","NodeClaim":{"name":"batch-wgbwq"},"Node":{"name":"ip-10-0-55-209.us-east-2.compute.internal"}}
+a line that is not JSON
+{"level":"INFO","time":"2024-09-10T15:22:00.000Z","logger":"controller","message":"registered nodeclaim","controller":"nodeclaim.lifecycle","NodeClaim":{"name":"gpu-train-abcde"},"Node":{"name":"ip-10-0-1-2.us-east-2.compute.internal"}}
+{"level":"INFO","time":"2024-09-10T15:29:12.708Z","logger":"controller","message":"deleted node","controller":"node.termination","Node":{"name":"ip-10-0-55-209.us-east-2.compute.internal"}}
+{"level":"INFO","time":"2024-09-10T15:30:12.708Z","logger":"controller","message":"deleted node","controller":"node.termination","Node":{"name":"ip-10-9-9-9.us-east-2.compute.internal"}}
+"""  # noqa: E501
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not on PATH")
+def test_the_documented_karpenter_log_recipe_makes_a_timeline(tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "simulate.md").read_text()
+    recipe = next(line for line in doc.splitlines() if line.startswith("jq -rR "))
+    assert recipe.endswith("> history.csv")
+    (tmp_path / "karpenter.log").write_text(KARPENTER_LOG)
+    subprocess.run(["bash", "-c", recipe], cwd=tmp_path, check=True, timeout=30)
+    timeline = load_timeline([str(tmp_path / "history.csv")])
+    got = {n.name: (n.created, n.deleted, dict(n.labels)) for n in timeline.nodes}
+    registered = datetime(2024, 9, 10, 15, 21, 41, 702000, tzinfo=UTC)
+    assert got == {
+        "ip-10-0-55-209.us-east-2.compute.internal": (
+            registered,
+            datetime(2024, 9, 10, 15, 29, 12, 708000, tzinfo=UTC),
+            {POOL: "batch"},
+        ),
+        "ip-10-0-1-2.us-east-2.compute.internal": (
+            datetime(2024, 9, 10, 15, 22, tzinfo=UTC),
+            None,
+            {POOL: "gpu-train"},
+        ),
+    }
