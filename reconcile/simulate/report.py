@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconcile.simulate import sparkline
 from reconcile.settings import format_duration
+from reconcile.simulate import sparkline
 from reconcile.simulate.replay import ColumnResult, HoldPeriod, Simulation
 
 MAX_PERIOD_LINES = 60

@@ -11,8 +11,8 @@ import pytest
 
 from reconcile import __version__
 from reconcile.cli import cli
-from tests.kubeapi.apiserver import ApiServer
 from tests.clusters import run_cli
+from tests.kubeapi.apiserver import ApiServer
 
 COMMANDS = ["reconcile", "status", "release"]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 from tests.clusters import CliResult, run_cli
+from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 
 KEY = "karpenter.sh/do-not-disrupt"
 MARKER = "node-holder.dev/owned-annotations"

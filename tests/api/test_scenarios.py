@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.kubeapi.apiserver import ApiServer
 from tests.clusters import ServerCluster
+from tests.kubeapi.apiserver import ApiServer
 from tests.scenarios import SCENARIOS
 
 

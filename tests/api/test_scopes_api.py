@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kubeapi.apiserver import ApiServer
 from tests.clusters import CliResult, run_cli
+from tests.kubeapi.apiserver import ApiServer
 
 KEY = "karpenter.sh/do-not-disrupt"
 CA_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"

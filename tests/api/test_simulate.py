@@ -18,9 +18,9 @@ import pytest
 from reconcile.examples import generate_day
 from reconcile.settings import HoldSettings
 from reconcile.simulate.replay import replay, replay_window, simulate
-from tests.kubeapi.apiserver import ApiServer, RequestInfo
 from reconcile.simulate.timeline import load_timeline
 from tests.clusters import CliResult, run_cli
+from tests.kubeapi.apiserver import ApiServer, RequestInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "reconcile" / "examples" / "batch-day.yaml"

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.kubeapi.apiserver import ApiServer
 from tests.clusters import CliResult, run_cli
+from tests.kubeapi.apiserver import ApiServer
 from tests.reliability.helpers import NODES, OURS, assert_one_clear_line, old, young
 
 # (label, args, env, words the error line must contain)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 from tests.clusters import run_cli
+from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 from tests.reliability.helpers import (
     KEY,
     MARKER,

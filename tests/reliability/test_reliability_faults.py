@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 from tests.clusters import CliResult, run_cli
+from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 from tests.reliability.helpers import (
     KEY,
     NODES,

@@ -22,8 +22,8 @@ from reconcile.apply import Outcome
 from reconcile.decide import Mode
 from reconcile.run import RunResult, run_once
 from reconcile.settings import HoldSettings, RunSettings
-from tests.kubeapi.apiserver import ApiServer, RequestInfo
 from tests.clusters import CliResult, run_cli
+from tests.kubeapi.apiserver import ApiServer, RequestInfo
 from tests.reliability.helpers import KEY, MARKER, NODES, OURS, kube_for, old, young
 
 HOLD = timedelta(minutes=20)

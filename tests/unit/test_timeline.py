@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.kubeapi.apiserver import ApiServer
 from reconcile.simulate.timeline import Timeline, TimelineError, load_timeline
 from tests.clusters import run_cli
+from tests.kubeapi.apiserver import ApiServer
 
 T0 = datetime(2024, 5, 14, tzinfo=UTC)
 POOL = "karpenter.sh/nodepool"
