@@ -24,6 +24,7 @@ from reconcile.client import (
     NotFound,
     TransportError,
     Unauthorized,
+    Unconfirmed,
 )
 from reconcile.decide import NodePatch, Plan
 from reconcile.nodes import MalformedNode, NodeView
@@ -138,8 +139,10 @@ def _patch_node(
         except (Unauthorized, Forbidden) as exc:
             abort.set(exc.explain())
             return result(Outcome.FAILED, exc.explain())
-        except Conflict:
-            pass  # the node changed after we listed it: read it again and decide again, below
+        except (Conflict, Unconfirmed) as exc:
+            # The node changed after we listed it, or we cannot tell whether the patch
+            # landed: either way, read it again and decide again (below).
+            why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
         except ApiError as exc:
             return result(Outcome.FAILED, exc.explain())
         except TransportError as exc:
@@ -147,11 +150,10 @@ def _patch_node(
         except (Interrupted, DeadlineExceeded) as exc:
             why = "stopped by signal" if isinstance(exc, Interrupted) else "run timeout reached"
             return result(Outcome.NOT_SENT, why)
-        # Conflict: read the node again and decide again.
         conflicts += 1
         if conflicts > MAX_CONFLICTS:
             return result(Outcome.FAILED, f"still conflicting after {MAX_CONFLICTS} re-reads")
-        log.info("node/%s: changed since listed (409); reading it again", patch.node)
+        log.info("node/%s: %s; reading it again", patch.node, why)
         try:
             fresh = pool.retry(
                 lambda timeout: reread(patch.node, timeout), f"node/{patch.node}: get"

@@ -131,6 +131,22 @@ class TransportError(Exception):
     """No usable HTTP answer: refused, reset, timed out, TLS failure. Always worth a retry."""
 
 
+class UnreadableAnswer(TransportError):
+    """A 2xx whose body is not what was asked for: not JSON, cut short, not a list page.
+
+    Proxies between us and the API server produce these (an HTML page, a truncated gzip
+    body, `{}`); they are faults of the way there, retried like a reset connection.
+    """
+
+
+class Unconfirmed(Exception):
+    """A write was sent but its answer could not be read: it may or may not have landed.
+
+    Never retried blindly: the caller reads the object again and decides again, as after
+    a Conflict.
+    """
+
+
 # --- values ----------------------------------------------------------------------
 
 
@@ -139,9 +155,6 @@ class Response:
     status: int
     headers: Mapping[str, str]
     body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body) if self.body else {}
 
     @property
     def date(self) -> datetime | None:
@@ -240,14 +253,21 @@ class Client:
                 raw = self._direct.urlopen(method, self._base_path + target, **options)
             else:
                 raw = self._pool.request(method, self._host + target, **options)
-            try:
-                data = raw.data  # decodes gzip; drains the socket
-            finally:
-                raw.release_conn()
         except urllib3.exceptions.HTTPError as exc:
             raise TransportError(_transport_message(exc, self._host)) from None
         except OSError as exc:
             raise TransportError(f"{type(exc).__name__}: {exc}") from None
+        try:
+            data = raw.data  # decodes gzip; drains the socket
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if 200 <= raw.status < 300:
+                raise UnreadableAnswer(
+                    f"the answer to {verb} {what} was cut short or could not be decoded "
+                    f"({_transport_message(exc, self._host)})"
+                ) from None
+            data = b""  # an error status says enough without its body
+        finally:
+            raw.release_conn()
         response = Response(raw.status, raw.headers, data)  # case-insensitive, not copied
         if not 200 <= raw.status < 300:
             raise _api_error(response, verb, what)
@@ -276,11 +296,10 @@ class Client:
             what='resource "nodes"',
         )
         with _gc_paused():
-            page = response.json()
-            items = [item.get("metadata") or {} for item in page.get("items") or ()]
-            meta = page.get("metadata") or {}
+            page = _json(response, "list nodes")
+            items, token = _list_page(page, first=not continue_token)
             del page
-        return ListPage(items, meta.get("continue") or None, response.date)
+        return ListPage(items, token, response.date)
 
     def get_node(self, name: str, *, timeout: float | None = None) -> dict[str, Any]:
         """One node's metadata; NotFound if it is gone."""
@@ -292,7 +311,7 @@ class Client:
             verb="get",
             what=f'node "{name}"',
         )
-        return response.json().get("metadata") or {}
+        return _metadata(_json(response, f'get node "{name}"'), f'get node "{name}"')
 
     def patch_node(
         self, name: str, body: Mapping[str, Any], *, timeout: float | None = None
@@ -301,16 +320,20 @@ class Client:
 
         A resourceVersion in the body makes it a precondition: Conflict if the node changed.
         """
-        response = self.request(
-            "PATCH",
-            f"/api/v1/nodes/{quote(name, safe='')}",
-            body=body,
-            headers={"Content-Type": MERGE_PATCH, "Accept": ACCEPT_METADATA},
-            timeout=timeout,
-            verb="patch",
-            what=f'node "{name}"',
-        )
-        meta = response.json().get("metadata") or {}
+        what = f'node "{name}"'
+        try:
+            response = self.request(
+                "PATCH",
+                f"/api/v1/nodes/{quote(name, safe='')}",
+                body=body,
+                headers={"Content-Type": MERGE_PATCH, "Accept": ACCEPT_METADATA},
+                timeout=timeout,
+                verb="patch",
+                what=what,
+            )
+            meta = _metadata(_json(response, f"patch {what}"), f"patch {what}")
+        except UnreadableAnswer as exc:
+            raise Unconfirmed(f"{exc}; unknown whether the patch landed") from None
         return str(meta.get("resourceVersion", ""))
 
     def create_event(self, event: Mapping[str, Any], *, timeout: float | None = None) -> None:
@@ -351,6 +374,61 @@ def node_event(
         "reportingComponent": USER_AGENT,
         "reportingInstance": instance,
     }
+
+
+# --- reading answers -------------------------------------------------------------
+
+
+def _json(response: Response, doing: str) -> Any:
+    try:
+        return json.loads(response.body)
+    except ValueError:
+        raise UnreadableAnswer(
+            f"the answer to {doing} is not JSON ({_glimpse(response.body)})"
+        ) from None
+
+
+def _list_page(page: Any, *, first: bool) -> tuple[list[dict[str, Any]], str | None]:
+    """A list page's item metadata and continue token; anything else is UnreadableAnswer.
+
+    A page is a `...List` with an `items` array. kube-apiserver writes `"items": null` for
+    an empty metadata-only list, so that reads as no nodes, but only as the whole list.
+    """
+    kind = page.get("kind") if isinstance(page, dict) else None
+    meta = page.get("metadata") if isinstance(page, dict) else None
+    items = page.get("items", ...) if isinstance(page, dict) else ...
+    token = meta.get("continue") if isinstance(meta, dict) else None
+    if items is None and first and not token:
+        items = []
+    if not (
+        isinstance(kind, str)
+        and kind.endswith("List")
+        and isinstance(items, list)
+        and all(isinstance(i, dict) and isinstance(i.get("metadata"), dict) for i in items)
+        and (token is None or isinstance(token, str))
+    ):
+        raise UnreadableAnswer(
+            f"the answer to list nodes is not a list page ({_glimpse(json.dumps(page)[:200])})"
+        )
+    return [i["metadata"] for i in items], token or None
+
+
+def _metadata(obj: Any, doing: str) -> dict[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        raise UnreadableAnswer(
+            f"the answer to {doing} has no object metadata ({_glimpse(json.dumps(obj)[:200])})"
+        )
+    return meta
+
+
+def _glimpse(body: bytes | str, size: int = 60) -> str:
+    """The start of an unexpected answer, on one line, for the error message."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    text = " ".join(text.split())
+    if not text:
+        return "an empty body"
+    return repr(text[:size] + ("..." if len(text) > size else ""))
 
 
 # --- helpers -------------------------------------------------------------------

@@ -145,6 +145,8 @@ class Fault:
     `status` answers that code with a Status body (or plain text with `plain_text`, like the
     API Priority and Fairness 429); `delay` sleeps first (to exceed a client timeout);
     `drop_connection` closes the socket without answering. `times=None` never runs out.
+    `raw` answers those bytes as they are (`status` or 200, `content_type`), as a proxy in
+    between might; `gzip_cut` sends them gzip-compressed and cut in half.
     """
 
     method: str | None = None
@@ -157,6 +159,9 @@ class Fault:
     reason: str | None = None
     message: str | None = None
     plain_text: bool = False
+    raw: bytes | None = None
+    content_type: str = "application/json"
+    gzip_cut: bool = False
     hits: int = 0
 
     def _matches(self, method: str, path: str) -> bool:
@@ -408,7 +413,9 @@ class _Handler(BaseHTTPRequestHandler):
                     api._record(record)
                     self._drop()
                     return
-                if fault.status:
+                if fault.raw is not None:
+                    response = _raw_response(fault)
+                elif fault.status:
                     response = api._fault_response(fault, url.path)
             if response is None:
                 request = _Request(method, url.path, query, multi, self.headers, body, identity)
@@ -462,6 +469,14 @@ class _Handler(BaseHTTPRequestHandler):
         )
         payload = head.encode("latin-1") + b"\r\n" + (b"" if head_only else body)
         return payload, len(body)
+
+
+def _raw_response(fault: Fault) -> _Response:
+    body, headers = fault.raw or b"", {}
+    if fault.gzip_cut:
+        zipped = gzip.compress(body)
+        body, headers = zipped[: len(zipped) // 2], {"Content-Encoding": "gzip"}
+    return _Response(fault.status or 200, body, fault.content_type, headers)
 
 
 class ApiServer:
