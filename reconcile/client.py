@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -158,13 +159,8 @@ class Response:
 
     @property
     def date(self) -> datetime | None:
-        raw = self.headers.get("Date")
-        if not raw:
-            return None
-        try:
-            return parsedate_to_datetime(raw).astimezone(UTC)
-        except (TypeError, ValueError):
-            return None
+        """The Date header: the API server's clock, aware UTC."""
+        return http_date(self.headers.get("Date"))
 
 
 @dataclass(frozen=True)
@@ -446,18 +442,39 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    raw = headers.get("Retry-After")
+def http_date(raw: str | None) -> datetime | None:
+    """An HTTP date as aware UTC, or None if absent or unreadable.
+
+    `parsedate_to_datetime` gives a naive datetime for the zone `-0000` (RFC 5322: UTC,
+    local zone unknown); naive must never be read in the local zone, so it is UTC here.
+    """
+    if not raw:
+        return None
+    try:
+        moment = parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def retry_after(raw: str | None) -> float | None:
+    """Retry-After in seconds (delta-seconds or an HTTP date); None means "not given".
+
+    Only a finite, non-negative number counts: `nan`, `inf` or `-1` are ignored, so the
+    caller falls back to its normal backoff instead of not pausing at all.
+    """
     if raw is None:
         return None
     try:
-        return max(float(raw), 0.0)
+        seconds = float(raw)
     except ValueError:
-        try:
-            moment = parsedate_to_datetime(raw)
-        except (TypeError, ValueError):
+        moment = http_date(raw)
+        if moment is None:
             return None
         return max((moment - datetime.now(UTC)).total_seconds(), 0.0)
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _api_error(response: Response, verb: str, what: str) -> ApiError:
@@ -473,7 +490,7 @@ def _api_error(response: Response, verb: str, what: str) -> ApiError:
         response.status,
         reason or _REASONS.get(response.status, "Error"),
         message or "(no message)",
-        retry_after=_retry_after(response.headers),
+        retry_after=retry_after(response.headers.get("Retry-After")),
         verb=verb,
         what=what,
     )

@@ -146,7 +146,8 @@ class Fault:
     API Priority and Fairness 429); `delay` sleeps first (to exceed a client timeout);
     `drop_connection` closes the socket without answering. `times=None` never runs out.
     `raw` answers those bytes as they are (`status` or 200, `content_type`), as a proxy in
-    between might; `gzip_cut` sends them gzip-compressed and cut in half.
+    between might; `gzip_cut` sends them gzip-compressed and cut in half. `headers` are added
+    to the answer (say, `Retry-After` as a date).
     """
 
     method: str | None = None
@@ -162,6 +163,7 @@ class Fault:
     raw: bytes | None = None
     content_type: str = "application/json"
     gzip_cut: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
     hits: int = 0
 
     def _matches(self, method: str, path: str) -> bool:
@@ -452,7 +454,8 @@ class _Handler(BaseHTTPRequestHandler):
             "Audit-Id": str(uuid.uuid4()),
             "Cache-Control": "no-cache, private",
             "Content-Type": response.content_type,
-            "Date": email.utils.format_datetime(api.now().replace(microsecond=0), usegmt=True),
+            "Date": email.utils.format_datetime(api.now().replace(microsecond=0), usegmt=True)[:-3]
+            + api.date_zone,
             "X-Kubernetes-Pf-Flowschema-Uid": _FLOWSCHEMA_UID,
             "X-Kubernetes-Pf-Prioritylevel-Uid": _PRIORITY_UID,
         }
@@ -472,11 +475,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _raw_response(fault: Fault) -> _Response:
-    body, headers = fault.raw or b"", {}
+    body, headers = fault.raw or b"", dict[str, str]()
     if fault.gzip_cut:
         zipped = gzip.compress(body)
         body, headers = zipped[: len(zipped) // 2], {"Content-Encoding": "gzip"}
-    return _Response(fault.status or 200, body, fault.content_type, headers)
+    return _Response(fault.status or 200, body, fault.content_type, headers | fault.headers)
 
 
 class ApiServer:
@@ -493,6 +496,7 @@ class ApiServer:
     ) -> None:
         self.store = Store()
         self.write_latency = write_latency
+        self.date_zone = "GMT"  # how the Date header names UTC ("-0000" is legal too, RFC 5322)
         self.debug_endpoints = False  # test-only /debug/ control (debugapi.py), standalone only
         self.errors: list[str] = []  # tracebacks of unexpected server errors (answered as 500)
         self._tokens = auth.Tokens()
@@ -839,6 +843,7 @@ class ApiServer:
         err.plain = fault.plain_text
         if fault.retry_after is not None:
             err.headers["Retry-After"] = str(fault.retry_after)
+        err.headers.update(fault.headers)
         return self._error_response(err)
 
     # ---- routing
