@@ -577,7 +577,9 @@ def _execute(inv: Invocation, mode: str) -> None:
     from reconcile.retry import Interrupted  # noqa: PLC0415
     from reconcile.run import run_once  # noqa: PLC0415
 
-    configuration = load_configuration(inv.access, pool_size=inv.run.workers + 1)
+    configuration = load_configuration(
+        inv.access, pool_size=inv.run.workers + 1, plugin_timeout=inv.run.timeout.total_seconds()
+    )
     kube = Client(
         configuration,
         request_timeout=min(inv.access.request_timeout, inv.run.timeout.total_seconds()),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -148,6 +149,25 @@ class Unconfirmed(Exception):
     """
 
 
+# --- redaction -------------------------------------------------------------------
+
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@\s]*@")
+_SECRET_QUERY = re.compile(
+    r"(?i)(?P<key>[?&;](?:access_token|id_token|token|password|passwd|pwd|secret|api_?key|key"
+    r"|auth|authorization|sig|signature|x-amz-[a-z-]+|credential)=)[^&#;\s'\"]*"
+)
+
+
+def redact(text: str) -> str:
+    """`text` with URL credentials hidden: userinfo, and token-like query values.
+
+    Applied to every URL and transport message the tool prints or logs, so that a
+    kubeconfig's `https://admin:secret@host` never reaches a log pipeline.
+    """
+    text = _USERINFO.sub(r"\g<scheme>REDACTED@", text)
+    return _SECRET_QUERY.sub(r"\g<key>REDACTED", text)
+
+
 # --- values ----------------------------------------------------------------------
 
 
@@ -187,6 +207,7 @@ class Client:
         self._cfg = configuration
         self._pool = client.ApiClient(configuration).rest_client.pool_manager
         self._host = configuration.host.rstrip("/")
+        self._shown = redact(self._host)  # what messages name: no credentials
         # Without a proxy, go straight to the host's connection pool (same TLS settings, same
         # connections): no URL parsing and pool lookup under the manager's lock per request.
         self._direct: Any = None
@@ -250,16 +271,16 @@ class Client:
             else:
                 raw = self._pool.request(method, self._host + target, **options)
         except urllib3.exceptions.HTTPError as exc:
-            raise TransportError(_transport_message(exc, self._host)) from None
+            raise TransportError(redact(_transport_message(exc, self._shown))) from None
         except OSError as exc:
-            raise TransportError(f"{type(exc).__name__}: {exc}") from None
+            raise TransportError(redact(f"{type(exc).__name__}: {exc}")) from None
         try:
             data = raw.data  # decodes gzip; drains the socket
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if 200 <= raw.status < 300:
                 raise UnreadableAnswer(
                     f"the answer to {verb} {what} was cut short or could not be decoded "
-                    f"({_transport_message(exc, self._host)})"
+                    f"({redact(_transport_message(exc, self._shown))})"
                 ) from None
             data = b""  # an error status says enough without its body
         finally:

@@ -39,6 +39,7 @@ import re
 import secrets
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -496,6 +497,7 @@ class ApiServer:
     ) -> None:
         self.store = Store()
         self.write_latency = write_latency
+        self.tls: ssl.SSLContext | None = None
         self.date_zone = "GMT"  # how the Date header names UTC ("-0000" is legal too, RFC 5322)
         self.debug_endpoints = False  # test-only /debug/ control (debugapi.py), standalone only
         self.errors: list[str] = []  # tracebacks of unexpected server errors (answered as 500)
@@ -524,6 +526,8 @@ class ApiServer:
             return self
         self._httpd = _HTTPServer((self._host, self._port), self)
         self._port = self._httpd.server_address[1]
+        if self.tls is not None:  # HTTPS with the caller's certificate (set before start)
+            self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -556,8 +560,8 @@ class ApiServer:
 
     @property
     def url(self) -> str:
-        """`http://127.0.0.1:<port>` (the port is known once started)."""
-        return f"http://{self._host}:{self._port}"
+        """`http://127.0.0.1:<port>` (the port is known once started); https with `tls`."""
+        return f"http{'s' if self.tls else ''}://{self._host}:{self._port}"
 
     @property
     def port(self) -> int:
