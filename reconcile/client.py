@@ -40,6 +40,11 @@ USER_AGENT = "node-holder"
 #: which made up a fifth of a patch's client CPU when it ran on every request.
 AUTH_REFRESH_SECONDS = 1.0
 EVENT_NAMESPACE = "default"  # where kubelet puts node events; `kubectl describe node` finds them
+#: What a 403 asks to grant: the shipped RBAC (cronjob/base/rbac.yaml).
+NODES_GRANT = 'the ClusterRole "node-holder" in cronjob/base/rbac.yaml'
+EVENTS_GRANT = (
+    f'the Role "node-holder-events" in namespace "{EVENT_NAMESPACE}" (cronjob/base/rbac.yaml)'
+)
 
 
 # --- errors ----------------------------------------------------------------------
@@ -57,8 +62,10 @@ class ApiError(Exception):
         retry_after: float | None = None,
         verb: str = "",
         what: str = "",
+        grant: str = NODES_GRANT,
     ) -> None:
         super().__init__(f"{status} {reason}: {message}")
+        self.grant = grant
         self.status = status
         self.reason = reason
         self.message = message
@@ -88,7 +95,7 @@ class Forbidden(ApiError):
 
     def explain(self) -> str:
         return (
-            f"403 Forbidden: {self.message}; grant the ClusterRole in cronjob/ "
+            f"403 Forbidden: {self.message}; grant {self.grant} "
             f"(it needs '{self.verb}' on {self.what})"
         )
 
@@ -249,6 +256,7 @@ class Client:
         timeout: float | None = None,
         verb: str = "",
         what: str = "",
+        grant: str = NODES_GRANT,
     ) -> Response:
         """One HTTP request; the body is always read so the connection is reused."""
         target = path + (f"?{urlencode(query)}" if query else "")
@@ -287,7 +295,7 @@ class Client:
             raw.release_conn()
         response = Response(raw.status, raw.headers, data)  # case-insensitive, not copied
         if not 200 <= raw.status < 300:
-            raise _api_error(response, verb, what)
+            raise _api_error(response, verb, what, grant)
         return response
 
     # --- nodes ---
@@ -364,6 +372,7 @@ class Client:
             timeout=timeout,
             verb="create",
             what=f'resource "events" in namespace "{namespace}"',
+            grant=EVENTS_GRANT,
         )
 
 
@@ -498,7 +507,7 @@ def retry_after(raw: str | None) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def _api_error(response: Response, verb: str, what: str) -> ApiError:
+def _api_error(response: Response, verb: str, what: str, grant: str) -> ApiError:
     reason, message = "", ""
     try:
         status = json.loads(response.body)
@@ -514,6 +523,7 @@ def _api_error(response: Response, verb: str, what: str) -> ApiError:
         retry_after=retry_after(response.headers.get("Retry-After")),
         verb=verb,
         what=what,
+        grant=grant,
     )
 
 

@@ -8,14 +8,15 @@ whether such a node is the youngest.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dateutil.parser import isoparse
-
 from reconcile.settings import OWNERSHIP_MARKER
+
+LAST_YEAR = 9999  # a timestamp in it leaves no room for a hold duration
 
 
 class MalformedNode(Exception):
@@ -41,21 +42,32 @@ def claimed_keys(annotations: Mapping[str, str]) -> frozenset[str]:
     return frozenset(k.strip() for k in raw.split(",") if k.strip())
 
 
+#: RFC 3339 date-time, as kube-apiserver writes creationTimestamp: a zone is required.
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
+
+
 def parse_timestamp(raw: Any, node: str) -> datetime:
-    """A node's creationTimestamp as an aware UTC datetime, or MalformedNode naming the node."""
+    """A node's creationTimestamp as an aware UTC datetime, or MalformedNode naming the node.
+
+    Only RFC 3339 counts (`2026-11-22`, `2024-W01-1` or a time without a zone do not), and
+    not the year 9999 (Go's "end of time"): nothing can be added to it without overflow.
+    """
     if not isinstance(raw, str) or not raw:
         raise MalformedNode(f"node/{node}: creationTimestamp is missing")
+    if _RFC3339.fullmatch(raw) is None:
+        raise MalformedNode(f"node/{node}: creationTimestamp {raw!r} is not an RFC 3339 time")
     try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
-        try:
-            moment = isoparse(raw)
-        except (ValueError, OverflowError):
-            raise MalformedNode(
-                f"node/{node}: creationTimestamp {raw!r} is not an RFC 3339 time"
-            ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+        moment = datetime.fromisoformat(raw.upper().replace("Z", "+00:00")).astimezone(UTC)
+    except (ValueError, OverflowError):  # month 13, hour 25, year 1 west of UTC
+        raise MalformedNode(
+            f"node/{node}: creationTimestamp {raw!r} is not an RFC 3339 time"
+        ) from None
+    if moment.year >= LAST_YEAR:
+        raise MalformedNode(
+            f"node/{node}: creationTimestamp {raw!r} is out of range (later than {LAST_YEAR - 1})"
+        )
     return moment
 
 
