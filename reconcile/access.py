@@ -36,7 +36,7 @@ from typing import Any
 import urllib3
 import yaml
 from kubernetes import client, config
-from kubernetes.config import kube_config
+from kubernetes.config import incluster_config, kube_config
 
 from reconcile.client import redact
 from reconcile.settings import ClusterAccess, ConfigError
@@ -44,6 +44,7 @@ from reconcile.settings import ClusterAccess, ConfigError
 log = logging.getLogger(__name__)
 
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 FIX_KUBECONFIG = "check --kubeconfig/KUBECONFIG and --context"
 
 
@@ -270,7 +271,9 @@ def _load_in_cluster(access: ClusterAccess, cfg: Any) -> None:
             "or its ServiceAccount) or pass --kubeconfig"
         )
     # The client re-reads the token file once a minute (docs/operations-notes.md).
-    config.load_incluster_config(client_configuration=cfg)
+    incluster_config.InClusterConfigLoader(
+        token_filename=str(IN_CLUSTER_TOKEN), cert_filename=str(IN_CLUSTER_CA)
+    ).load_and_set(cfg)
 
 
 # --- checks --------------------------------------------------------------------------

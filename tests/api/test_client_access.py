@@ -275,8 +275,9 @@ def tls_api(tmp_path: Path) -> Iterator[ApiServer]:
     """The API test server over HTTPS with a self-signed certificate."""
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
     request = ("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=a")
+    names = ("-addext", "subjectAltName=IP:127.0.0.1")
     subprocess.run(
-        ["openssl", *request, "-keyout", str(key), "-out", str(cert)],
+        ["openssl", *request, *names, "-keyout", str(key), "-out", str(cert)],
         check=True,
         capture_output=True,
     )
@@ -286,6 +287,29 @@ def tls_api(tmp_path: Path) -> Iterator[ApiServer]:
     server.tls = context
     with server:
         yield server
+
+
+def test_inside_a_pod_the_mounted_service_account_is_used(
+    tls_api: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old(tls_api, "n1")
+    young(tls_api, "n2")
+    mounted = tmp_path / "serviceaccount"
+    mounted.mkdir()
+    (mounted / "token").write_text(tls_api.token("admin"))
+    (mounted / "ca.crt").write_text((tmp_path / "tls.crt").read_text())
+    monkeypatch.setattr(access, "IN_CLUSTER_TOKEN", mounted / "token")
+    monkeypatch.setattr(access, "IN_CLUSTER_CA", mounted / "ca.crt")
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(tls_api.port))
+
+    result = run_cli("reconcile")
+
+    assert result.code == 0, result.stderr
+    assert tls_api.annotations("n1") == OURS
+    assert {r.identity for r in tls_api.requests} == {"admin"}  # verified TLS, the token
 
 
 def test_insecure_skip_tls_verify_is_said_once_as_a_json_log_record(
