@@ -261,6 +261,13 @@ ALLOWED: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         held(eks_node(), DISRUPT),
         DISRUPT,
     ),
+    "marker drops a claim on a foreign key, which stays": (
+        with_annotations(
+            eks_node(), {OWNERSHIP_MARKER: f"{ATTACH_DETACH},{DISRUPT}", DISRUPT: "true"}
+        ),
+        with_annotations(eks_node(), {OWNERSHIP_MARKER: DISRUPT, DISRUPT: "true"}),
+        DISRUPT,
+    ),
     "resourceVersion and managedFields differ": (
         eks_node(),
         {
