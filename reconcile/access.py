@@ -105,12 +105,19 @@ def _existing(paths: str) -> list[str]:
 
 
 def _load_kubeconfig(paths: list[str], context: str | None, cfg: Any, timeout: float) -> None:
-    merged = kube_config.KubeConfigMerger(os.pathsep.join(paths)).config
+    merger = kube_config.KubeConfigMerger(os.pathsep.join(paths))
+    merged = merger.config
     if merged is None or not isinstance(merged.value, Mapping):
         raise ConfigError(
             f"cannot load cluster access: {paths[0]} is not a kubeconfig; "
             "check --kubeconfig/KUBECONFIG"
         )
+    # kubectl: the first file to set current-context wins (the merger keeps the last one).
+    for path in merger.paths:
+        current = (merger.config_files.get(path) or {}).get("current-context")
+        if current:
+            merged.value["current-context"] = current
+            break
     if context is not None:
         names = [str(getattr(c, "value", c).get("name")) for c in merged.value["contexts"]]
         if context not in names:

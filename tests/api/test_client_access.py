@@ -202,6 +202,33 @@ def test_missing_entries_of_a_kubeconfig_list_are_skipped_as_kubectl_does(
     assert api.annotations("n1") == OURS
 
 
+def test_in_a_kubeconfig_list_the_first_current_context_wins_as_in_kubectl(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old(api, "n1")
+    young(api, "n2")
+    other = tmp_path / "other"
+    other.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "elsewhere", "cluster": {"server": "ftp://nowhere"}}],
+                "users": [{"name": "someone", "user": {}}],
+                "contexts": [
+                    {"name": "elsewhere", "context": {"cluster": "elsewhere", "user": "someone"}}
+                ],
+                "current-context": "elsewhere",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(kubeconfig), str(other)]))
+    assert run_cli("reconcile").code == 0  # "test", from the first file
+    assert api.annotations("n1") == OURS
+    by_name = run_cli("reconcile", "--context", "elsewhere")  # still there to pick by name
+    assert by_name.code == 2 and "ftp://nowhere" in by_name.stderr
+
+
 def test_a_kubeconfig_list_with_every_entry_missing_names_them(
     api: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
