@@ -35,7 +35,7 @@ from dateutil.parser import isoparse
 from kubernetes import client, config
 
 from reconcile.decide import NodePatch, NodeView, Transition, claimed_keys
-from reconcile.settings import OWNERSHIP_MARKER, ClusterAccess, ConfigError
+from reconcile.settings import OWN_ANNOTATIONS, ClusterAccess, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -528,7 +528,7 @@ def node_view(
     annotations = metadata.get("annotations") or {}
     labels = metadata.get("labels") or {}
     claimed = claimed_keys(annotations)
-    keep = annotation_keys | claimed | {OWNERSHIP_MARKER}
+    keep = annotation_keys | claimed | set(OWN_ANNOTATIONS)
     return NodeView(
         name=name,
         created=parse_timestamp(metadata.get("creationTimestamp"), name),
