@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from reconcile.nodes import NodeView, claimed_keys
 from reconcile.settings import (
     FREE_UNTIL,
     HOLD_STARTED,
@@ -48,19 +49,6 @@ class KeyState(StrEnum):
     OURS = "ours"  # present, claimed by the ownership marker, value as we wrote it
     FOREIGN = "foreign"  # present, set by someone else (or taken over)
     FREE = "free"  # absent
-
-
-@dataclass(frozen=True)
-class NodeView:
-    """The few facts about a node that the decision needs."""
-
-    name: str
-    created: datetime
-    resource_version: str = ""
-    uid: str = ""
-    deleting: bool = False
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -193,12 +181,6 @@ class Plan:
 
 
 # --- ownership ---------------------------------------------------------------
-
-
-def claimed_keys(annotations: Mapping[str, str]) -> frozenset[str]:
-    """Keys the ownership marker says this tool set."""
-    raw = annotations.get(OWNERSHIP_MARKER, "")
-    return frozenset(k.strip() for k in raw.split(",") if k.strip())
 
 
 def marker_value(keys: Iterable[str]) -> str | None:

@@ -314,8 +314,10 @@ def replay(
     `observe` sees the server once it has started (tests hook its requests).
     """
     # Imported here: the Kubernetes client is slow to import and --help doesn't need it.
-    from reconcile.kube import Kube, load_configuration  # noqa: PLC0415
-    from reconcile.run import ListFailed, run_once  # noqa: PLC0415
+    from reconcile.access import load_configuration  # noqa: PLC0415
+    from reconcile.client import Client  # noqa: PLC0415
+    from reconcile.read import ListFailed  # noqa: PLC0415
+    from reconcile.run import run_once  # noqa: PLC0415
     from tests.kubeapi.apiserver import ApiServer  # noqa: PLC0415
 
     began = time.perf_counter()
@@ -330,7 +332,7 @@ def replay(
     with ApiServer() as api, tempfile.TemporaryDirectory(prefix="node-holder-sim-") as tmp:
         kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
         access = ClusterAccess(kubeconfig=str(kubeconfig))
-        kube = Kube(load_configuration(access, pool_size=run_settings.workers + 1))
+        kube = Client(load_configuration(access, pool_size=run_settings.workers + 1))
         if observe is not None:
             observe(api)
         for i in range(window.runs):

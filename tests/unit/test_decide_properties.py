@@ -14,7 +14,8 @@ from datetime import timedelta
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from reconcile.decide import KeyState, Mode, NodeView, claimed_keys, decide, key_state
+from reconcile.decide import KeyState, Mode, decide, key_state
+from reconcile.nodes import NodeView, claimed_keys
 from reconcile.selectors import parse_selector
 from reconcile.settings import (
     HOLD_VALUE,
