@@ -35,7 +35,7 @@ from reconcile.settings import ConfigError
 
 FORMATS = ("yaml", "json", "csv")
 CSV_COLUMNS = ("name", "created", "deleted", "labels")
-ENTRY_KEYS = ("name", "created", "deleted", "labels")
+ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")
 TOP_KEYS = ("nodes", "start", "end", "description")
 REGISTERED = frozenset({"RegisteredNode"})  # node lifecycle controller: "Registered Node x"
 REMOVED = frozenset({"RemovingNode", "DeletingNode"})  # "Removing Node x from Controller"
@@ -51,12 +51,17 @@ class TimelineError(ConfigError):
 
 @dataclass(frozen=True)
 class TimelineNode:
-    """One node's life: it exists from `created` until `deleted` (None: still there)."""
+    """One node's life: it exists from `created` until `deleted` (None: still there).
+
+    `annotations` are those it has when it appears (say a do-not-disrupt set by hand):
+    only timeline files give them; kubectl output shows today's, not the past's.
+    """
 
     name: str
     created: datetime | None  # None: existed before the timeline (only a removal was seen)
     deleted: datetime | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     def overlaps(self, other: TimelineNode) -> bool:
         """Whether two lives with the same name overlap (so they are the same node)."""
@@ -323,7 +328,8 @@ def _entries(items: list[Any], base: Where) -> list[TimelineNode]:
         deleted = _time(item.get("deleted"), (*path, "deleted"), required=False)
         _check_order(created, deleted, (*path, "deleted"))
         labels = _labels(item.get("labels"), (*path, "labels"))
-        node = TimelineNode(name, created, deleted, labels)
+        annotations = _annotations(item.get("annotations"), (*path, "annotations"))
+        node = TimelineNode(name, created, deleted, labels, annotations)
         for other, other_path in seen[name]:
             if node.overlaps(other):
                 raise _Problem(
@@ -405,6 +411,24 @@ def _labels(raw: Any, path: Where) -> dict[str, str]:
         _check_label(key, value, (*path, str(key)))
         labels[key] = value
     return labels
+
+
+def _annotations(raw: Any, path: Where) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _Problem(
+            path, "annotations must be a mapping like {karpenter.sh/do-not-disrupt: 'true'}"
+        )
+    for key, value in raw.items():
+        if not isinstance(key, str) or (problem := qualified_name_problem(key)):
+            why = problem if isinstance(key, str) else "not text"
+            raise _Problem((*path, str(key)), f"annotation key {key!r} is not valid ({why})")
+        if not isinstance(value, str):
+            raise _Problem(
+                (*path, key), f"annotation {key} has value {value!r}, which is not text; quote it"
+            )
+    return dict(raw)
 
 
 def _check_label(key: Any, value: Any, path: Where) -> None:
@@ -573,6 +597,7 @@ def _combine(a: TimelineNode, b: TimelineNode) -> TimelineNode:
         created=min(created) if created else None,
         deleted=max(deleted) if deleted else None,
         labels={**a.labels, **b.labels},
+        annotations={**a.annotations, **b.annotations},
     )
 
 
