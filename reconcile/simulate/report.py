@@ -336,8 +336,6 @@ class ProgressLine:
         now = time.monotonic()
         if now - self.began < self.after or (now - self.shown < self.every and done < total):
             return
-        if done == total and self.shown == 0.0:
-            return
         self.shown = now
         text = (
             f"simulate: configuration {len(self.labels)}/{self.configurations} ({label}): "

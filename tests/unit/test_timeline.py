@@ -411,7 +411,7 @@ def test_empty_and_missing_files(tmp_path: Path) -> None:
 
 def test_cli_malformed_timeline_is_one_line_exit_2(tmp_path: Path) -> None:
     path = write(tmp_path, "t.yaml", "nodes:\n  - name: a\n    created: noon\n")
-    result = run_cli("simulate", path, "--jobs", "1")
+    result = run_cli("simulate", path)
     assert result.code == 2
     assert result.stdout == ""
     assert result.stderr == (
