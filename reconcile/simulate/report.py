@@ -87,8 +87,7 @@ def _header(sim: Simulation) -> list[str]:
         f"  replay {window.start:%Y-%m-%d %H:%M} -> {window.end:%Y-%m-%d %H:%M} UTC "
         f"({_span(window.end - window.start)}), a run every {format_duration(window.interval)} "
         "like the CronJob:",
-        f"  {window.runs:,} runs per configuration, each deciding with the CronJob's decide() "
-        "and applying its patches in memory",
+        f"  {window.runs:,} runs per configuration, in memory, through the CronJob's decide()",
     ]
     if sim.unseen:
         lines.append(
