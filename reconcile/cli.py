@@ -262,7 +262,12 @@ def _simulate(paths: tuple[str, ...], opts: dict[str, Any]) -> None:
     # Imported here: --help needs none of it.
     from reconcile.simulate import plot  # noqa: PLC0415
     from reconcile.simulate import report as simulate_report  # noqa: PLC0415
-    from reconcile.simulate.replay import SimulationFailed, prepare  # noqa: PLC0415
+    from reconcile.simulate.replay import (  # noqa: PLC0415
+        Asked,
+        ReplayOptions,
+        SimulationFailed,
+        prepare,
+    )
     from reconcile.simulate.replay import simulate as run_simulation  # noqa: PLC0415
 
     if opts["jobs"] is not None:
@@ -272,17 +277,10 @@ def _simulate(paths: tuple[str, ...], opts: dict[str, Any]) -> None:
     if opts["plot"]:
         plot.check_available(opts["plot"])
     try:
-        request = prepare(
-            paths,
-            hold_settings(opts),
-            compare=opts["compare"],
-            interval=interval,
-            start=opts["start"],
-            end=opts["end"],
-            last=last,
-        )
+        asked = Asked(opts["compare"], interval, opts["start"], opts["end"], last)
+        request = prepare(paths, hold_settings(opts), asked)
         progress = simulate_report.ProgressLine(sys.stderr, len(request.holds))
-        result = run_simulation(*request, events=opts["events"], progress=progress)
+        result = run_simulation(*request, ReplayOptions(opts["events"], progress))
         progress.close()
     except SimulationFailed as exc:
         raise RuntimeFailure(f"simulate: {exc}") from None

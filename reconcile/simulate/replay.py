@@ -43,6 +43,7 @@ from reconcile.simulate.timeline import Timeline, TimelineNode, load_timeline, p
 
 MAX_RUNS = 20_160  # 14 days at one run a minute, per configuration
 MAX_COLUMNS = 8
+MIN_INTERVAL = timedelta(seconds=10)
 ANCIENT = timedelta(days=30)  # creation time given to nodes whose creation is unknown
 COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h"
 #: The run settings a replayed run stands for: the CronJob's defaults (page size for the
@@ -154,19 +155,23 @@ class Window:
         return self.start + i * self.interval
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """What the user asked for: --start, --end, --last (None: from the timeline)."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+    last: timedelta | None = None
+
+
 def replay_window(
-    timeline: Timeline,
-    holds: list[HoldSettings],
-    interval: timedelta,
-    *,
-    start: datetime | None = None,
-    end: datetime | None = None,
-    last: timedelta | None = None,
+    timeline: Timeline, holds: list[HoldSettings], interval: timedelta, bounds: Bounds = Bounds()
 ) -> Window:
     """Default: from the first thing that happens until the last hold could have ended.
 
     Runs land on multiples of the interval (like a `*/N` CronJob schedule).
     """
+    start, end, last = bounds.start, bounds.end, bounds.last
     moments = timeline.moments
     longest = max(h.hold_duration for h in holds)
     step = interval.total_seconds()
@@ -563,24 +568,25 @@ class _Column:
         )
 
 
-def replay(
-    timeline: Timeline,
-    window: Window,
-    hold: HoldSettings,
-    events: bool = True,
-    *,
-    progress: Progress | None = None,
-    verify: bool = False,
-    observe: Callable[[datetime, list[NodeView]], None] | None = None,
-) -> ColumnResult:
-    """Replay every run of `window` for one configuration; raises SimulationFailed.
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How to replay, beyond what and when."""
 
-    `observe` sees every node after each run (the cross-check compares them with a
-    real cluster's); `progress` hears how far the replay is.
-    """
+    events: bool = True  # record Events as the CronJob does (--no-events: none)
+    progress: Progress | None = None  # hears how far the replay is
+    verify: bool = False  # also decide the whole cluster every run; fail on any difference
+    #: sees every node after each run (the cross-check compares them with a real cluster's)
+    observe: Callable[[datetime, list[NodeView]], None] | None = None
+
+
+def replay(
+    timeline: Timeline, window: Window, hold: HoldSettings, options: ReplayOptions = ReplayOptions()
+) -> ColumnResult:
+    """Replay every run of `window` for one configuration; raises SimulationFailed."""
     began = time.perf_counter()
     plan = schedule(timeline, window)
-    column = _Column(hold, events)
+    column = _Column(hold, options.events)
+    verify, observe, progress = options.verify, options.observe, options.progress
     label = describe(hold)
     for i in range(window.runs):
         tick = window.tick(i)
@@ -653,16 +659,11 @@ def simulate(
     timeline: Timeline,
     window: Window,
     holds: list[HoldSettings],
-    *,
-    events: bool = True,
-    progress: Progress | None = None,
-    verify: bool = False,
+    options: ReplayOptions = ReplayOptions(),
 ) -> Simulation:
     """Replay every configuration, one after the other, in this process."""
     began = time.perf_counter()
-    results = [
-        replay(timeline, window, hold, events, progress=progress, verify=verify) for hold in holds
-    ]
+    results = [replay(timeline, window, hold, options) for hold in holds]
     return Simulation(
         timeline=timeline,
         window=window,
@@ -684,24 +685,26 @@ class Request(NamedTuple):
     holds: list[HoldSettings]
 
 
-def prepare(
-    paths: Sequence[str],
-    base: HoldSettings,
-    *,
-    compare: str,
-    interval: timedelta,
-    start: str | None,
-    end: str | None,
-    last: timedelta | None,
-) -> Request:
+@dataclass(frozen=True)
+class Asked:
+    """The replay options as given: --compare, --interval, --start, --end, --last."""
+
+    compare: str = ""
+    interval: timedelta = timedelta(minutes=1)
+    start: str | None = None
+    end: str | None = None
+    last: timedelta | None = None
+
+
+def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Request:
     """Check the replay options and read the timeline; ConfigError says what is wrong."""
-    holds = configurations(base, parse_compare(compare, base))
-    if interval.total_seconds() < 10 or interval.total_seconds() % 1:
+    holds = configurations(base, parse_compare(asked.compare, base))
+    interval = asked.interval
+    if interval < MIN_INTERVAL or interval.total_seconds() % 1:
         raise ConfigError("--interval: use whole seconds, at least 10s (the CronJob runs every 1m)")
-    since, until = _moment(start, "--start"), _moment(end, "--end")
+    bounds = Bounds(_moment(asked.start, "--start"), _moment(asked.end, "--end"), asked.last)
     timeline = load_timeline(list(paths))
-    window = replay_window(timeline, holds, interval, start=since, end=until, last=last)
-    return Request(timeline, window, holds)
+    return Request(timeline, replay_window(timeline, holds, interval, bounds), holds)
 
 
 def _moment(raw: str | None, option: str) -> datetime | None:

@@ -17,6 +17,7 @@ from reconcile.simulate import sparkline
 from reconcile.simulate.replay import ColumnResult, HoldPeriod, Simulation
 
 MAX_PERIOD_LINES = 60
+WHOLE_PERCENT_FROM = 10  # below 10%, one decimal: 0.4% is not 0%
 
 
 def _clock(moment: datetime, multi_day: bool) -> str:
@@ -36,7 +37,7 @@ def _pct(part: float, whole: float) -> str:
     if not whole:
         return "-"
     share = 100 * part / whole
-    return f"{share:.0f}%" if share >= 10 or share == 0 else f"{share:.1f}%"
+    return f"{share:.0f}%" if share >= WHOLE_PERCENT_FROM or share == 0 else f"{share:.1f}%"
 
 
 def _held_time(result: ColumnResult, interval: timedelta) -> timedelta:

@@ -22,6 +22,7 @@ from reconcile.decide import NodePatch, NodeView
 from reconcile.examples import generate_day
 from reconcile.settings import HoldSettings, Scope
 from reconcile.simulate.replay import (
+    ReplayOptions,
     SimulationFailed,
     apply_patch,
     merge_patch,
@@ -146,7 +147,7 @@ def test_deletions_while_held_are_counted_and_short_lived_nodes_are_never_seen(
     timeline = load_timeline([path])
     hold = HoldSettings()
     window = replay_window(timeline, [hold], timedelta(minutes=1))
-    sim = simulate(timeline, window, [hold], verify=True)
+    sim = simulate(timeline, window, [hold], ReplayOptions(verify=True))
     (result,) = sim.results
     assert sim.unseen == ("flash",)
     # `new` leaves at the run at 00:06 while held; the old nodes then release at once.
@@ -235,13 +236,11 @@ def test_a_hand_set_annotation_is_never_touched(tmp_path: Path) -> None:
     hold = HoldSettings()
     window = replay_window(timeline, [hold], timedelta(minutes=1))
     seen: dict[datetime, dict[str, dict[str, str]]] = {}
-    result = replay(
-        timeline,
-        window,
-        hold,
-        verify=True,
-        observe=lambda t, views: seen.__setitem__(t, {v.name: dict(v.annotations) for v in views}),
-    )
+
+    def observe(tick: datetime, views: list[NodeView]) -> None:
+        seen[tick] = {v.name: dict(v.annotations) for v in views}
+
+    result = replay(timeline, window, hold, ReplayOptions(verify=True, observe=observe))
     pinned = {KEY: "false", "team": "x"}
     assert all(nodes["pinned"] == pinned for nodes in seen.values())
     assert seen[T0]["new"] == {KEY: "true", "node-holder.dev/owned-annotations": KEY}
@@ -274,7 +273,7 @@ def test_deciding_window_by_window_is_deciding_everything() -> None:
         replace_hold(scope=Scope.GROUP, max_hold=30),
     ]
     window = replay_window(timeline, holds, timedelta(minutes=1))
-    checked = simulate(timeline, window, holds, verify=True)
+    checked = simulate(timeline, window, holds, ReplayOptions(verify=True))
     fast = simulate(timeline, window, holds)
     for a, b in zip(checked.results, fast.results, strict=True):
         assert {**a.__dict__, "seconds": 0} == {**b.__dict__, "seconds": 0}

@@ -14,7 +14,7 @@ import pytest
 from reconcile.decide import NodeView
 from reconcile.run import run_once
 from reconcile.settings import HoldSettings, RunSettings, Scope
-from reconcile.simulate.replay import ANCIENT, replay, replay_window, schedule
+from reconcile.simulate.replay import ANCIENT, ReplayOptions, replay, replay_window, schedule
 from reconcile.simulate.timeline import load_timeline
 from tests.kubeapi.apiserver import ApiServer
 from tests.reliability.helpers import kube_for
@@ -106,7 +106,7 @@ def in_memory(path: str, hold: HoldSettings) -> Replayed:
     def observe(_tick: datetime, views: list[NodeView]) -> None:
         seen.append({v.name: dict(v.annotations) for v in views})
 
-    result = replay(timeline, window, hold, verify=True, observe=observe)
+    result = replay(timeline, window, hold, ReplayOptions(verify=True, observe=observe))
     runs = [Run(a, w) for a, w in zip(seen, result.writes, strict=True)]
     return Replayed(runs, result.events, result.requests)
 
