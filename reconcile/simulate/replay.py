@@ -447,6 +447,9 @@ class _Decider:
                 self.dirty.add(name)
         for name in sorted(self.dirty):
             self.decided[name] = self._decide(name, now)
+        kept = [n for n, d in self.decided.items() if n not in self.dirty and d.patches]
+        if kept:  # its patches changed its nodes, so it should have been decided again
+            raise SimulationFailed(f"run at {_iso(now)}: the decision of {kept[0]} went stale")
         self.dirty.clear()
         if not self.decided and self.hold.scope is Scope.CLUSTER:
             return [self._empty(now)]
