@@ -351,7 +351,7 @@ def _execute(inv: Invocation) -> None:
             if mode == "status"
             else report.render_json(result, mode)
         )
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(data, separators=(",", ":")))  # one JSON line: the last
     else:
         lines = (
             report.render_status_text(result) if mode == "status" else report.render_text(result)
