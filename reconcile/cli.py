@@ -186,7 +186,7 @@ def release(**params: Any) -> None:
     _execute(Invocation("release", hold, run_settings(params), access_settings(params)))
 
 
-# --- simulate (issue 8): replay a node timeline; owned by the simulate work --------------
+# --- simulate: replay a node timeline in memory (docs/simulate.md) ---------------------------
 
 
 @cli.command()

@@ -1,4 +1,4 @@
-"""Issue 5, point 4: bad input. Every option with invalid values, broken cluster access,
+"""Bad input. Every option with invalid values, broken cluster access,
 an unreachable server, odd nodes and many nodes.
 
 Input problems exit 2 with one line naming the option and its environment variable,
