@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reconcile.settings import OWNERSHIP_MARKER
+from reconcile.settings import OWN_ANNOTATIONS, OWNERSHIP_MARKER
 
 LAST_YEAR = 9999  # a timestamp in it leaves no room for a hold duration
 
@@ -79,7 +79,7 @@ def node_view(
     annotations = metadata.get("annotations") or {}
     labels = metadata.get("labels") or {}
     claimed = claimed_keys(annotations)
-    keep = annotation_keys | claimed | {OWNERSHIP_MARKER}
+    keep = annotation_keys | claimed | set(OWN_ANNOTATIONS)
     return NodeView(
         name=name,
         created=parse_timestamp(metadata.get("creationTimestamp"), name),
