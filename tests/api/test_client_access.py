@@ -74,6 +74,24 @@ def test_a_working_plugin_s_token_is_used(api: ApiServer, tmp_path: Path) -> Non
     assert {r.identity for r in api.requests} == {"admin"}
 
 
+def test_a_plugin_that_asks_for_cluster_info_is_told_the_cluster(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    old(api, "n1")
+    script = plugin(
+        tmp_path,
+        f"""case "$KUBERNETES_EXEC_INFO" in
+  *'"interactive": false'*'"server": "{api.url}"'*) echo '{credential(api.token("admin"))}';;
+  *) echo "no cluster in $KUBERNETES_EXEC_INFO" >&2; exit 3;;
+esac
+""",
+    )
+    kubeconfig = edited(api, tmp_path, with_exec(script, provideClusterInfo=True))
+    result = reconcile(kubeconfig, "--dry-run")
+    assert result.code == 0, result.stderr
+    assert {r.identity for r in api.requests} == {"admin"}
+
+
 PLUGIN_FAILURES = {
     "missing": (None, "was not found: run 'brew install aws'"),
     "fails": ("echo 'An error occurred (ExpiredToken)' >&2; exit 255", "failed (exit 255)"),
