@@ -1,6 +1,6 @@
 # karpenter-node-holder image: `node-holder reconcile` by default.
 #
-#   docker build -t ghcr.io/karpenter-node-holder/node-holder:0.1.0 .
+#   docker build -t ghcr.io/karpenter-node-holder/karpenter-node-holder:0.1.0 .
 #
 # Both stages use the same base, pinned to an exact Python patch release on
 # Debian bookworm. Bump PYTHON_VERSION deliberately (and, if you can, pin the

@@ -44,7 +44,7 @@ OVERLAYS = sorted(p.name for p in OVERLAYS_DIR.iterdir() if (p / "kustomization.
 TARGETS = [".", "base", *(f"overlays/{name}" for name in OVERLAYS)]
 
 NAMESPACE = "node-holder"
-IMAGE = f"ghcr.io/karpenter-node-holder/node-holder:{reconcile.__version__}"
+IMAGE = f"ghcr.io/karpenter-node-holder/karpenter-node-holder:{reconcile.__version__}"
 HOLD_ANNOTATION = "karpenter.sh/do-not-disrupt"
 KARPENTER_NODE_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
 
@@ -53,7 +53,7 @@ KARPENTER_NODE_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name
 OVERLAY_ENV_CHANGES: dict[str, dict[str, str]] = {
     "dry-run-first": {"NODE_HOLDER_DRY_RUN": "true"},
     "longer-hold": {"HOLD_DURATION": "45m"},
-    "karpenter-pre-v1": {
+    "karpenter-before-v0.32": {
         "HOLD_ANNOTATION": "karpenter.sh/do-not-consolidate",
         "HOLD_GROUP_LABEL": "karpenter.sh/provisioner-name",
     },
