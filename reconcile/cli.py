@@ -419,13 +419,30 @@ def status(**opts: Any) -> None:
 @read_options()
 @access_options
 @output_options
-def release(**opts: Any) -> None:
+@click.option(
+    "--suspend-cronjob",
+    envvar="NODE_HOLDER_SUSPEND_CRONJOB",
+    show_envvar=True,
+    metavar="NAMESPACE/NAME",
+    default="",
+    help="First suspend this CronJob and wait until its running Jobs end, so that no run "
+    "puts holds back after the release (the Helm chart's uninstall hook).",
+)
+def release(suspend_cronjob: str = "", **opts: Any) -> None:
     """Remove every hold this tool owns, whatever the node ages.
 
     Run it before uninstalling, or in an emergency. Annotations set by anyone
     else stay. Honours --dry-run.
     """
-    _execute(parse("release", opts), mode="release")
+    from reconcile.handover import parse_cronjob_ref  # noqa: PLC0415
+
+    inv = parse("release", opts)
+    suspend = (
+        parse_cronjob_ref(suspend_cronjob, "--suspend-cronjob", "NODE_HOLDER_SUSPEND_CRONJOB")
+        if suspend_cronjob.strip()
+        else None
+    )
+    _execute(inv, mode="release", suspend=suspend)
 
 
 # --- simulate (issue 8): replay a node timeline; owned by the simulate work --------------
@@ -567,7 +584,7 @@ def _simulate(paths: tuple[str, ...], opts: dict[str, Any]) -> None:
 # --- end of simulate -------------------------------------------------------------------
 
 
-def _execute(inv: Invocation, mode: str) -> None:
+def _execute(inv: Invocation, mode: str, suspend: Any = None) -> None:
     # Imported here: the Kubernetes client is slow to import and --help doesn't need it.
     from reconcile import report  # noqa: PLC0415
     from reconcile.decide import Mode  # noqa: PLC0415
@@ -582,6 +599,13 @@ def _execute(inv: Invocation, mode: str) -> None:
     )
     stop = threading.Event()
     _on_signals(stop)
+    if suspend is not None:
+        from reconcile.handover import HandoverFailed, suspend_and_wait  # noqa: PLC0415
+
+        try:
+            suspend_and_wait(kube, suspend, dry_run=inv.run.dry_run)
+        except HandoverFailed as exc:
+            raise RuntimeFailure(str(exc)) from None
     try:
         result = run_once(
             kube,
