@@ -92,9 +92,20 @@ def re2(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def plain_numbers(schema: dict[str, Any]) -> dict[str, Any]:
+    """Numbers that reach the CLI as plain decimals: Helm prints a float below 1e-4 in
+    exponent form (`1e-05`), which the CLI's number grammar refuses. Integers print plain."""
+    if schema.get("type") != "number":
+        return schema
+    low = schema.get("minimum", 0)
+    whole = {**schema, "type": "integer"}
+    fraction = {**schema, "minimum": max(low, 0.0001)}
+    return {"anyOf": [whole, fraction]}
+
+
 def setting_schema(setting: Any, *, bare_minutes: bool = False) -> dict[str, Any]:
     """The JSON schema of one setting's Helm value."""
-    schema = re2(dict(setting.type.json_schema()))
+    schema = plain_numbers(re2(dict(setting.type.json_schema())))
     if bare_minutes:
         # The original chart's `holdDuration: 20`: a YAML number of minutes, within range.
         bounds = setting.type.bounds

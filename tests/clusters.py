@@ -100,16 +100,13 @@ class ServerCluster:
         return self.run("reconcile", *args, env=env)
 
     def run(self, command: str, *args: str, env: dict[str, str] | None = None) -> CliResult:
-        return run_cli(
-            command,
-            "--kubeconfig",
-            self.kubeconfig,
-            "--hold-duration",
-            f"{int(self.hold.total_seconds())}s",
-            *SCOPE_ARGS,
-            *args,
-            env=env,
+        hold = (
+            ()
+            if command == "release"
+            else ("--hold-duration", f"{int(self.hold.total_seconds())}s")
         )
+        scope = () if command == "release" else SCOPE_ARGS  # release takes no hold settings
+        return run_cli(command, "--kubeconfig", self.kubeconfig, *hold, *scope, *args, env=env)
 
 
 @dataclass

@@ -243,7 +243,7 @@ def test_compare_columns_inherit_the_hold_options(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (("--interval", "5s"), "--interval: use whole seconds, at least 10s"),
+        (("--interval", "5s"), "--interval: '5s' is shorter than 10s"),
         (("--start", "today"), "--start: 'today' is not an RFC 3339 time"),
         (("--end", "2024-05-13T00:00:00Z"), "the replay would end (2024-05-13T00:00:00Z) before"),
         (("--jobs", "many"), "--jobs: 'many' is not a number"),

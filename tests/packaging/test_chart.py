@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -338,16 +339,21 @@ def test_original_charts_bare_minutes_keep_working(helm):
     assert env["HOLD_ANNOTATION"] == "x.io/hold"
 
 
-def test_settings_map_sets_the_other_knobs(helm):
-    env = cronjob_env(
-        helm,
-        "--set-json",
-        'settings={"NODE_HOLDER_QPS": 0.5, "NODE_HOLDER_WORKERS": 16,'
-        ' "NODE_HOLDER_CLOCK": "local"}',
-    )
-    assert env["NODE_HOLDER_QPS"] == "0.5"
-    assert env["NODE_HOLDER_WORKERS"] == "16"
-    assert env["NODE_HOLDER_CLOCK"] == "local"
+def test_settings_map_sets_the_other_knobs_as_the_property_test_assumes(helm):
+    """The text each value becomes is what test_chart_schema.helm_text says."""
+    from tests.packaging.test_chart_schema import helm_text  # noqa: PLC0415
+
+    chosen = {
+        "NODE_HOLDER_QPS": 0.5,
+        "NODE_HOLDER_WORKERS": 16.0,
+        "NODE_HOLDER_VERBOSE": -0.0,
+        "NODE_HOLDER_REQUEST_TIMEOUT": "5s",
+        "NODE_HOLDER_CLOCK": "local",
+    }
+    env = cronjob_env(helm, "--set-json", "settings=" + json.dumps(chosen), "--set", "dryRun=true")
+    assert {k: env[k] for k in chosen} == {k: helm_text(v) for k, v in chosen.items()}
+    assert env["NODE_HOLDER_QPS"] == "0.5" and env["NODE_HOLDER_VERBOSE"] == "0"
+    assert env["NODE_HOLDER_DRY_RUN"] == helm_text(True) == "true"
 
 
 @pytest.mark.parametrize(

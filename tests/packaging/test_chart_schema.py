@@ -55,7 +55,7 @@ def helm_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and value == math.floor(value):
-        return f"{value:.0f}"
+        return str(int(value))  # sprig's int64: 20.0 -> 20, -0.0 -> 0
     return str(value)
 
 
@@ -138,7 +138,8 @@ def test_schema_accepts_the_defaults_and_every_ci_values_file():
         {"holdAnnotation": "a,,b"},
         {"holdGroupLabel": "-bad"},
         {"holdTriggerSelector": "a=b c"},
-        {"timeout": "1h"},
+        {"timeout": "0s"},
+        {"settings": {"NODE_HOLDER_QPS": 0.00001}},  # Helm would print 1e-05
         {"dryRun": "yes"},
         {"logFormat": "xml"},
     ],

@@ -95,11 +95,11 @@ server-side apply refuses duplicate env names).
 {{- end }}
 {{- end }}
 
-{{/* A value as the CLI reads it: null is empty, numbers without exponent (20, 1000, 0.5). */}}
+{{/* A value as the CLI reads it: null is empty, whole numbers as integers (20, not 2e+01; -0 as 0). */}}
 {{- define "node-holder.text" -}}
 {{- if kindIs "invalid" . }}
 {{- else if kindIs "float64" . }}
-{{- if eq . (floor .) }}{{ printf "%.0f" . }}{{ else }}{{ toString . }}{{ end }}
+{{- if eq . (floor .) }}{{ int64 . }}{{ else }}{{ toString . }}{{ end }}
 {{- else }}
 {{- toString . }}
 {{- end }}
