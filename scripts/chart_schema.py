@@ -4,10 +4,11 @@ The settings part of the schema comes from the CLI's own grammar (`reconcile.opt
 each setting's type says which text it accepts, `json_schema()`), so the chart refuses what
 the CLI would refuse at `helm install` time instead of in a failed Job a minute later. The
 Kubernetes part (image, service account, CronJob timing, pod placement) is written below.
-The values table is read from values.yaml's helm-docs style `# --` comments.
+The values table (in the chart's README and docs/install.md) is read from values.yaml's
+helm-docs style `# --` comments.
 
-    python scripts/chart_schema.py           # rewrite both files
-    python scripts/chart_schema.py --check   # exit 1 if either is out of date (make test)
+    python scripts/chart_schema.py           # rewrite the schema and both tables
+    python scripts/chart_schema.py --check   # exit 1 if one is out of date (make test runs it)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "karpenter-node-holder"
 SCHEMA = CHART / "values.schema.json"
 README = CHART / "README.md"
+INSTALL_DOC = ROOT / "docs" / "install.md"
 VALUES = CHART / "values.yaml"
 
 #: One flat camelCase value per setting a user commonly sets (the original chart's names
@@ -277,18 +279,19 @@ def values_table() -> str:
     return "\n".join(rows)
 
 
-def readme_with_table(readme: str) -> str:
-    before, sep, rest = readme.partition(TABLE_START)
+def with_table(path: Path) -> str:
+    before, sep, rest = path.read_text().partition(TABLE_START)
     _, sep2, after = rest.partition(TABLE_END)
     if not sep or not sep2:
-        raise SystemExit(f"{README}: markers {TABLE_START!r} ... {TABLE_END!r} are missing")
+        raise SystemExit(f"{path}: markers {TABLE_START!r} ... {TABLE_END!r} are missing")
     return f"{before}{TABLE_START}\n{values_table()}\n{TABLE_END}{after}"
 
 
 def rendered() -> dict[Path, str]:
     return {
         SCHEMA: json.dumps(schema(), indent=2) + "\n",
-        README: readme_with_table(README.read_text()),
+        README: with_table(README),
+        INSTALL_DOC: with_table(INSTALL_DOC),
     }
 
 
