@@ -433,3 +433,84 @@ def test_notes_warn_about_dry_run_and_the_ignored_initial_delay():
     text = notes("--set", "dryRun=true", "--set", "initialDelay=30s")
     assert text.lstrip().startswith("*** DRY RUN")
     assert "WARNING: initialDelay=30s is ignored" in text
+
+
+# --------------------------------------------------------------------------- the hook, for real
+
+
+def _request_verb(method: str, path: str) -> tuple[str, str, str, str, str]:
+    """(verb, group, resource, namespace, name) the RBAC authorizer sees for a request."""
+    parts = path.strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) > 2:
+        namespace, rest = rest[1], rest[2:]
+    resource, name = rest[0], (rest[1] if len(rest) > 1 else "")
+    verb = {"GET": "get" if name else "list", "PATCH": "patch", "POST": "create"}[method]
+    return verb, group, resource, namespace, name
+
+
+def _allowed(objs: list[dict[str, Any]], request: tuple[str, str, str, str, str]) -> bool:
+    verb, group, resource, namespace, name = request
+    for obj in objs:
+        if obj["kind"] == "Role" and obj["metadata"]["namespace"] != namespace:
+            continue
+        if obj["kind"] not in ("Role", "ClusterRole"):
+            continue
+        for rule in obj["rules"]:
+            if (
+                group in rule["apiGroups"]
+                and resource in rule["resources"]
+                and verb in rule["verbs"]
+                and (not rule.get("resourceNames") or name in rule["resourceNames"])
+            ):
+                return True
+    return False
+
+
+def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path):
+    """Run the hook's command with its env against the API test server; every request it
+    makes is one its Role or ClusterRole allows, and the holds are gone."""
+    from tests.clusters import run_cli  # noqa: PLC0415
+    from tests.kubeapi.apiserver import ApiServer  # noqa: PLC0415
+
+    namespace = "kube-system"  # a namespace the test server has
+    rendered = run_helm(helm, "template", RELEASE, str(CHART), "-n", namespace).stdout
+    objs = [o for o in yaml.safe_load_all(rendered) if o]
+    hook_rbac = [o for o in objs if is_hook(o) and o["kind"] in ("Role", "ClusterRole")]
+    job = next(o for o in objs if o["kind"] == "Job")
+    container = pod_spec(job)["containers"][0]
+    name = one(objs, "CronJob")["metadata"]["name"]
+    ours = {
+        "karpenter.sh/do-not-disrupt": "true",
+        "node-holder.dev/owned-annotations": "karpenter.sh/do-not-disrupt",
+    }
+    with ApiServer() as api:
+        cronjob = api.add_batch(
+            "cronjobs",
+            {"metadata": {"name": name, "namespace": namespace}, "spec": {"suspend": False}},
+        )
+        owner = {"kind": "CronJob", "name": name, "uid": cronjob["metadata"]["uid"]}
+        api.add_batch(
+            "jobs",
+            {
+                "metadata": {
+                    "name": f"{name}-1",
+                    "namespace": namespace,
+                    "ownerReferences": [owner],
+                },
+                "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+            },
+        )
+        api.add_node("held", eks=False, annotations=ours)
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        env = {e["name"]: e["value"] for e in container["env"]}
+        result = run_cli(*container["args"], "--kubeconfig", kubeconfig, env=env)
+        assert result.code == 0, result.stderr
+        assert api.get_node("held")["metadata"].get("annotations", {}) == {}
+        assert api.get_batch("cronjobs", namespace, name)["spec"]["suspend"] is True
+        requests = [_request_verb(r.method, r.path) for r in api.requests]
+    assert {r[2] for r in requests} == {"nodes", "cronjobs", "jobs"}
+    for request in requests:
+        assert _allowed(hook_rbac, request), f"the hook's RBAC does not allow {request}"
+    assert not _allowed(hook_rbac, ("patch", "batch", "cronjobs", namespace, "other"))

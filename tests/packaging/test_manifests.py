@@ -235,6 +235,13 @@ def test_every_object_validates_strictly(target, version):
 
 
 @needs_kubectl
+def test_without_admission_policy_validates_on_the_oldest_supported_kubernetes():
+    """1.27 (CronJob timeZone GA): docs/install.md, "Supported versions"."""
+    for obj in render("overlays/without-admission-policy"):
+        kubernetes_validate.validate(obj, "1.27", strict=True)
+
+
+@needs_kubectl
 @pytest.mark.parametrize(
     "path",
     [
