@@ -250,13 +250,7 @@ def release(suspend_cronjob: str = "", **params: Any) -> None:
     metavar="FILE.png",
     help="Also draw nodes held over time into a PNG (needs matplotlib).",
 )
-@click.option(
-    "--jobs",
-    default="0",
-    show_default=True,
-    metavar="N",
-    help="Configurations replayed at once, each in its own process (0: one per CPU core).",
-)
+@click.option("--jobs", default=None, hidden=True, help="Ignored: the replay is in memory.")
 @click.option(
     "--events/--no-events",
     default=True,
@@ -264,14 +258,13 @@ def release(suspend_cronjob: str = "", **params: Any) -> None:
     help="Record Events during the replay, as the CronJob does (they are counted).",
 )
 def simulate(timeline: tuple[str, ...], **opts: Any) -> None:
-    """Replay a node timeline through the real reconciler, to choose a hold duration.
+    """Replay a node timeline through the reconciler's decision, to choose a hold duration.
 
     TIMELINE is YAML, JSON or CSV (`nodes: [{name, created, deleted, labels}]`),
     or kubectl output: `kubectl get nodes -o json`, `kubectl get nodeclaims -o json`
-    or node Events; several files are merged, `-` reads standard input. Each
-    configuration gets its own API test server with a simulated clock, and every
-    run goes over HTTP through the same code as the CronJob. No cluster is touched.
-    See docs/simulate.md.
+    or node Events; several files are merged, `-` reads standard input. Every run
+    decides with the same pure decide() as the CronJob and applies its patches to
+    the nodes in memory. No cluster is touched. See docs/simulate.md.
 
     \b
     Examples:
@@ -283,58 +276,38 @@ def simulate(timeline: tuple[str, ...], **opts: Any) -> None:
 
 
 def _simulate(paths: tuple[str, ...], opts: dict[str, Any]) -> None:
-    # Imported here: the replay needs the Kubernetes client; --help doesn't.
+    # Imported here: --help needs none of it.
     from reconcile.simulate import plot  # noqa: PLC0415
     from reconcile.simulate import report as simulate_report  # noqa: PLC0415
     from reconcile.simulate.replay import (  # noqa: PLC0415
+        Asked,
+        ReplayOptions,
         SimulationFailed,
-        configurations,
-        parse_compare,
-        replay_window,
+        prepare,
     )
     from reconcile.simulate.replay import simulate as run_simulation  # noqa: PLC0415
-    from reconcile.simulate.timeline import load_timeline, parse_time  # noqa: PLC0415
 
-    base = hold_settings(opts)
-    holds = configurations(base, parse_compare(opts["compare"], base))
+    if opts["jobs"] is not None:
+        click.echo(f"{PROG}: note: --jobs is ignored: simulate runs in one process", err=True)
     interval = _simulate_duration(opts["interval"], "--interval", INTERVAL_RANGE)
-    if interval.total_seconds() < 10 or interval.total_seconds() % 1:
-        raise ConfigError("--interval: use whole seconds, at least 10s (the CronJob runs every 1m)")
-
-    def moment(option: str) -> Any:
-        raw = opts[option.lstrip("-")]
-        if raw is None:
-            return None
-        try:
-            return parse_time(raw)
-        except ValueError as exc:
-            raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
-
-    start, end = moment("--start"), moment("--end")
     last = _simulate_duration(opts["last"], "--last", HISTORY_RANGE) if opts["last"] else None
-    jobs = str(opts["jobs"]).strip()
-    if not jobs.isdigit() or int(jobs) > 64:
-        raise ConfigError(f"--jobs: {jobs!r} is not a number from 0 to 64 (0: one per core)")
     if opts["plot"]:
         plot.check_available(opts["plot"])
-    timeline = load_timeline(list(paths))
-    window = replay_window(timeline, holds, interval, start=start, end=end, last=last)
     try:
-        result = run_simulation(timeline, window, holds, events=opts["events"], jobs=int(jobs))
+        asked = Asked(opts["compare"], interval, opts["start"], opts["end"], last)
+        request = prepare(paths, hold_settings(opts), asked)
+        progress = simulate_report.ProgressLine(sys.stderr, len(request.holds))
+        result = run_simulation(*request, ReplayOptions(opts["events"], progress))
+        progress.close()
     except SimulationFailed as exc:
         raise RuntimeFailure(f"simulate: {exc}") from None
+    except KeyboardInterrupt:
+        click.echo(f"\n{PROG}: interrupted", err=True)
+        sys.exit(130)  # 128 + SIGINT, as a shell reports it
     if opts["plot"]:
         plot.write_png(result, opts["plot"])
-    if str(opts["output"]).lower() == "json":
-        data = simulate_report.render_json(result)
-        if opts["plot"]:
-            data["plot"] = opts["plot"]
-        click.echo(json.dumps(data, indent=2))
-        return
-    for line in simulate_report.render_text(result):
+    for line in simulate_report.render(result, str(opts["output"]).lower(), opts["plot"]):
         click.echo(line)
-    if opts["plot"]:
-        click.echo(f"Plot written to {opts['plot']}.")
 
 
 def _simulate_duration(text: str, flag: str, bounds: DurationRange) -> Any:
@@ -351,13 +324,17 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
     mode = inv.command
     # Imported here: the Kubernetes client is slow to import and --help doesn't need it.
     from reconcile import report  # noqa: PLC0415
+    from reconcile.access import load_configuration  # noqa: PLC0415
+    from reconcile.client import Client  # noqa: PLC0415
     from reconcile.decide import Mode  # noqa: PLC0415
-    from reconcile.kube import Kube, load_configuration  # noqa: PLC0415
+    from reconcile.read import ListFailed  # noqa: PLC0415
     from reconcile.retry import Interrupted  # noqa: PLC0415
-    from reconcile.run import ListFailed, run_once  # noqa: PLC0415
+    from reconcile.run import run_once  # noqa: PLC0415
 
-    configuration = load_configuration(inv.access, pool_size=inv.run.workers + 1)
-    kube = Kube(
+    configuration = load_configuration(
+        inv.access, pool_size=inv.run.workers + 1, plugin_timeout=inv.run.timeout.total_seconds()
+    )
+    kube = Client(
         configuration,
         request_timeout=min(inv.access.request_timeout, inv.run.timeout.total_seconds()),
     )

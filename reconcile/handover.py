@@ -10,6 +10,7 @@ before the suspend ends within its `activeDeadlineSeconds` plus the pod's grace 
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -28,6 +29,8 @@ DEADLINE_SLACK_SECONDS = 10.0
 #: When the CronJob says nothing (a Job template without activeDeadlineSeconds).
 FALLBACK_WAIT_SECONDS = 120.0
 POLL_SECONDS = 1.0
+#: What a 403 tells people to grant.
+GRANT = "the uninstall hook's Role in charts/karpenter-node-holder (cronjobs get, patch; jobs list)"
 
 
 class HandoverFailed(Exception):
@@ -92,7 +95,14 @@ def suspend_and_wait(
     Raises HandoverFailed when a Job is still running after the run's deadline, so the
     caller releases nothing that a live run could put back.
     """
-    from reconcile.kube import ApiError, TransportError  # noqa: PLC0415  (slow to import)
+    # The client is slow to import: only here, not for --help.
+    from reconcile.client import (  # noqa: PLC0415
+        ApiError,
+        NotFound,
+        ServerError,
+        TooManyRequests,
+        TransportError,
+    )
 
     start = clock()
 
@@ -100,9 +110,10 @@ def suspend_and_wait(
         """One request; throttling, 5xx and lost connections are retried for a while."""
         for attempt in range(6):
             try:
-                return kube.request(*args, **kwargs).json()
+                return json.loads(kube.request(*args, grant=GRANT, **kwargs).body)
             except (ApiError, TransportError) as exc:
-                if (isinstance(exc, ApiError) and not exc.transient) or attempt == 5:
+                transient = isinstance(exc, TransportError | TooManyRequests | ServerError)
+                if not transient or attempt == 5:
                     raise
                 log.info("retrying %s %s: %s", args[0], args[1], exc)
                 sleep(min(2.0**attempt * 0.2, 5.0))
@@ -123,7 +134,7 @@ def suspend_and_wait(
     except TransportError as exc:
         raise HandoverFailed(f"could not suspend cronjob {ref}: {exc}") from None
     except ApiError as exc:
-        if exc.status == 404:
+        if isinstance(exc, NotFound):
             log.warning("cronjob %s not found: nothing to suspend or wait for", ref)
             return Handover(ref, False, False, (), 0.0)
         raise HandoverFailed(f"could not suspend cronjob {ref}: {exc.explain()}") from None
