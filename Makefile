@@ -36,6 +36,7 @@ tools: $(HELM_STAMP)
 test: $(STAMP) $(HELM_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 	NODE_HOLDER_REQUIRE_TOOLS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
 ## lock: refresh requirements/runtime.lock from pyproject.toml (needs PyPI)
@@ -54,6 +55,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 ## bench: the benchmark table (README "Performance")
 bench: $(STAMP)

@@ -203,7 +203,7 @@ def release(suspend_cronjob: str = "", **params: Any) -> None:
     _execute(inv, suspend=suspend)
 
 
-# --- simulate (issue 8): replay a node timeline; owned by the simulate work --------------
+# --- simulate: replay a node timeline in memory (docs/simulate.md) ---------------------------
 
 
 @cli.command()
@@ -375,7 +375,7 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
             if mode == "status"
             else report.render_json(result, mode)
         )
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(data, separators=(",", ":")))  # one JSON line: the last
     else:
         lines = (
             report.render_status_text(result) if mode == "status" else report.render_text(result)

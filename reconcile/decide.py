@@ -47,7 +47,8 @@ class Mode(StrEnum):
 
 class KeyState(StrEnum):
     OURS = "ours"  # present, claimed by the ownership marker, value as we wrote it
-    FOREIGN = "foreign"  # present, set by someone else (or taken over)
+    FOREIGN = "foreign"  # "true", set by someone else (or taken over): held by others
+    EXEMPT = "exempt"  # another value ("false"), set by someone: Karpenter may disrupt it
     FREE = "free"  # absent
 
 
@@ -107,12 +108,14 @@ class NodeDecision:
 
     @property
     def state(self) -> str:
-        """`held by us`, `held by others` or `free`, as `status` shows it."""
+        """`held by us`, `held by others`, `exempt` or `free`, as `status` shows it."""
         states = {s for _, s in self.keys}
         if KeyState.OURS in states:
             return "held by us"
         if KeyState.FOREIGN in states:
             return "held by others"
+        if KeyState.EXEMPT in states:
+            return "exempt"
         return "free"
 
 
@@ -125,16 +128,6 @@ class Transition:
     node: str  # the node the event is attached to (the youngest trigger node)
     node_uid: str
     message: str
-
-
-@dataclass(frozen=True)
-class Summary:
-    added: int
-    removed: int
-    disowned: int
-    unchanged: int
-    foreign: int
-    deleting: int
 
 
 @dataclass(frozen=True)
@@ -160,17 +153,6 @@ class Plan:
                 return w
         return None
 
-    def summary(self) -> Summary:
-        patches = self.patches
-        return Summary(
-            added=sum(1 for p in patches if p.added),
-            removed=sum(1 for p in patches if p.removed and not p.added),
-            disowned=sum(1 for p in patches if not p.added and not p.removed),
-            unchanged=sum(1 for d in self.decisions if d.patch is None and not d.deleting),
-            foreign=sum(1 for d in self.decisions if any(s is KeyState.FOREIGN for _, s in d.keys)),
-            deleting=sum(1 for d in self.decisions if d.deleting),
-        )
-
     def decide_again(self, node: NodeView) -> NodeDecision:
         """Decide for one node re-read after a 409, keeping this plan's hold windows."""
         name = window_name(node, self.hold)
@@ -191,9 +173,9 @@ def marker_value(keys: Iterable[str]) -> str | None:
 def key_state(annotations: Mapping[str, str], key: str, claimed: frozenset[str]) -> KeyState:
     if key not in annotations:
         return KeyState.FREE
-    if key in claimed and annotations[key] == HOLD_VALUE:
-        return KeyState.OURS
-    return KeyState.FOREIGN
+    if annotations[key] != HOLD_VALUE:
+        return KeyState.EXEMPT
+    return KeyState.OURS if key in claimed else KeyState.FOREIGN
 
 
 # --- hold windows ------------------------------------------------------------
@@ -372,7 +354,7 @@ def decide_node(
             changes[key] = None
             removed.append(key)
             owned.discard(key)
-        elif state is KeyState.FOREIGN:
+        elif state in (KeyState.FOREIGN, KeyState.EXEMPT):
             owned.discard(key)  # someone else's now: never ours to remove
         elif state is KeyState.FREE and not wanted:
             owned.discard(key)  # claimed but gone: forget the claim

@@ -1,4 +1,4 @@
-"""Issue 5, point 5: a model-based (stateful) property test through the API test server.
+"""A model-based (stateful) property test through the API test server.
 
 Hypothesis drives random sequences of: nodes added (young or old, with or without
 people's annotations), deleted or marked deleting; people editing annotations, at
