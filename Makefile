@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
 ## demo: compare hold durations on a bundled day of batch-job churn (in memory, through the
@@ -30,6 +31,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 ## bench: the benchmark table (README "Performance")
 bench: $(STAMP)

@@ -16,8 +16,18 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from reconcile.decide import NodePatch, NodeView, Plan
-from reconcile.kube import ApiError, Kube, MalformedNode, TransportError, Written
+from reconcile.client import (
+    ApiError,
+    Client,
+    Conflict,
+    Forbidden,
+    NotFound,
+    TransportError,
+    Unauthorized,
+    Unconfirmed,
+)
+from reconcile.decide import NodePatch, Plan
+from reconcile.nodes import MalformedNode, NodeView
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
 
 log = logging.getLogger(__name__)
@@ -101,7 +111,7 @@ def _patch_node(
     plan: Plan,
     *,
     patch: NodePatch,
-    kube: Kube,
+    kube: Client,
     pool: Pool,
     reread: Callable[[str, float], NodeView | None],
     abort: _Abort,
@@ -119,29 +129,31 @@ def _patch_node(
             pool.limiter.acquire(pool.deadline, pool.stop)
             attempts += 1
 
-            def send(timeout: float, p: NodePatch = current) -> Written:
-                return kube.patch_node(p, timeout=timeout)
+            def send(timeout: float, p: NodePatch = current) -> str:
+                return kube.patch_node(p.node, p.body(), timeout=timeout)
 
             pool.retry(send, f"node/{patch.node}: patch")
             return result(Outcome.PATCHED)
+        except NotFound:
+            return result(Outcome.GONE)
+        except (Unauthorized, Forbidden) as exc:
+            abort.set(exc.explain())
+            return result(Outcome.FAILED, exc.explain())
+        except (Conflict, Unconfirmed) as exc:
+            # The node changed after we listed it, or we cannot tell whether the patch
+            # landed: either way, read it again and decide again (below).
+            why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
         except ApiError as exc:
-            if exc.status == 404:
-                return result(Outcome.GONE)
-            if exc.status in (401, 403):
-                abort.set(exc.explain())
-                return result(Outcome.FAILED, exc.explain())
-            if exc.status != 409:
-                return result(Outcome.FAILED, exc.explain())
+            return result(Outcome.FAILED, exc.explain())
         except TransportError as exc:
             return result(Outcome.FAILED, str(exc))
         except (Interrupted, DeadlineExceeded) as exc:
             why = "stopped by signal" if isinstance(exc, Interrupted) else "run timeout reached"
             return result(Outcome.NOT_SENT, why)
-        # 409 Conflict: the node changed after we listed it. Read it again and decide again.
         conflicts += 1
         if conflicts > MAX_CONFLICTS:
             return result(Outcome.FAILED, f"still conflicting after {MAX_CONFLICTS} re-reads")
-        log.info("node/%s: changed since listed (409); reading it again", patch.node)
+        log.info("node/%s: %s; reading it again", patch.node, why)
         try:
             fresh = pool.retry(
                 lambda timeout: reread(patch.node, timeout), f"node/{patch.node}: get"
@@ -169,7 +181,7 @@ def _patch_node_safely(plan: Plan, *, patch: NodePatch, **kw: Any) -> NodeResult
 
 def apply_plan(
     plan: Plan,
-    kube: Kube,
+    kube: Client,
     pool: Pool,
     reread: Callable[[str, float], NodeView | None],
 ) -> ApplyResult:

@@ -186,7 +186,7 @@ def release(**params: Any) -> None:
     _execute(Invocation("release", hold, run_settings(params), access_settings(params)))
 
 
-# --- simulate (issue 8): replay a node timeline; owned by the simulate work --------------
+# --- simulate: replay a node timeline in memory (docs/simulate.md) ---------------------------
 
 
 @cli.command()
@@ -307,13 +307,17 @@ def _execute(inv: Invocation) -> None:
     mode = inv.command
     # Imported here: the Kubernetes client is slow to import and --help doesn't need it.
     from reconcile import report  # noqa: PLC0415
+    from reconcile.access import load_configuration  # noqa: PLC0415
+    from reconcile.client import Client  # noqa: PLC0415
     from reconcile.decide import Mode  # noqa: PLC0415
-    from reconcile.kube import Kube, load_configuration  # noqa: PLC0415
+    from reconcile.read import ListFailed  # noqa: PLC0415
     from reconcile.retry import Interrupted  # noqa: PLC0415
-    from reconcile.run import ListFailed, run_once  # noqa: PLC0415
+    from reconcile.run import run_once  # noqa: PLC0415
 
-    configuration = load_configuration(inv.access, pool_size=inv.run.workers + 1)
-    kube = Kube(
+    configuration = load_configuration(
+        inv.access, pool_size=inv.run.workers + 1, plugin_timeout=inv.run.timeout.total_seconds()
+    )
+    kube = Client(
         configuration,
         request_timeout=min(inv.access.request_timeout, inv.run.timeout.total_seconds()),
     )
@@ -347,7 +351,7 @@ def _execute(inv: Invocation) -> None:
             if mode == "status"
             else report.render_json(result, mode)
         )
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(data, separators=(",", ":")))  # one JSON line: the last
     else:
         lines = (
             report.render_status_text(result) if mode == "status" else report.render_text(result)

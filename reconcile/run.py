@@ -10,30 +10,18 @@ import logging
 import socket
 import threading
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from reconcile.apply import ApplyResult, Outcome, Pool, apply_plan
-from reconcile.decide import Mode, NodeView, Plan, Transition, decide
-from reconcile.kube import ApiError, Kube, MalformedNode, Page, TransportError
+from reconcile.client import ApiError, Client, TransportError, node_event
+from reconcile.decide import Mode, Plan, Transition, decide
+from reconcile.nodes import NodeView
+from reconcile.read import Keys, ListFailed, Listing, read_node, read_nodes
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter
-from reconcile.settings import OWNERSHIP_MARKER, Clock, HoldSettings, RunSettings
+from reconcile.settings import HoldSettings, RunSettings
+
+__all__ = ["ListFailed", "Listing", "RunResult", "make_pool", "run_once"]
 
 log = logging.getLogger(__name__)
-
-LIST_RESTARTS = 3  # a continue token that expired (410) restarts the list this often
-
-
-class ListFailed(Exception):
-    """The whole node list could not be read; nothing was changed."""
-
-
-@dataclass(frozen=True)
-class Listing:
-    nodes: list[NodeView]
-    now: datetime
-    clock: str  # "server" (Date header) or "local"
-    pages: int
-    restarts: int
 
 
 @dataclass(frozen=True)
@@ -59,64 +47,6 @@ class RunResult:
         return self.applied is None or not self.applied.failed
 
 
-def read_nodes(kube: Kube, hold: HoldSettings, run: RunSettings, pool: Pool) -> Listing:
-    """The whole list or an exception: a partial list is never returned."""
-    annotation_keys = frozenset(hold.annotations) | {OWNERSHIP_MARKER}
-    label_keys = hold.label_keys
-    restarts = 0
-    while True:
-        nodes: list[NodeView] = []
-        pages = 0
-        server_now: datetime | None = None
-        token: str | None = None
-        try:
-            while True:
-                if pool.stop.is_set():
-                    raise Interrupted("list")
-
-                def page(timeout: float, token: str | None = token) -> Page:
-                    return kube.list_page(
-                        page_size=run.page_size,
-                        annotation_keys=annotation_keys,
-                        label_keys=label_keys,
-                        continue_token=token,
-                        timeout=timeout,
-                    )
-
-                got = pool.retry(page, "list nodes")
-                nodes.extend(got.nodes)
-                pages += 1
-                server_now = got.date
-                token = got.continue_token
-                if not token:
-                    break
-        except ApiError as exc:
-            if exc.status == 410 and restarts < LIST_RESTARTS:
-                restarts += 1
-                log.info("node list expired mid-way (410 Gone); starting the list again")
-                continue
-            raise ListFailed(f"cannot list nodes: {exc.explain()}; nothing was changed") from None
-        except TransportError as exc:
-            raise ListFailed(f"cannot list nodes: {exc}; nothing was changed") from None
-        except MalformedNode as exc:
-            # One node we cannot decide on makes the whole decision unsafe (is it the youngest?).
-            raise ListFailed(
-                f"cannot decide: {exc}; fix or delete that node; nothing was changed"
-            ) from None
-        except DeadlineExceeded:
-            raise ListFailed(
-                "cannot list nodes within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
-            ) from None
-        break
-    if run.clock is Clock.SERVER and server_now is not None:
-        now, clock = server_now, "server"
-    else:
-        if run.clock is Clock.SERVER:
-            log.warning("the API server sent no Date header; deciding with the local clock")
-        now, clock = datetime.now(UTC), "local"
-    return Listing(nodes, now, clock, pages, restarts)
-
-
 def make_pool(
     run: RunSettings,
     stop: threading.Event,
@@ -134,7 +64,7 @@ def make_pool(
 
 
 def run_once(
-    kube: Kube,
+    kube: Client,
     hold: HoldSettings,
     run: RunSettings,
     *,
@@ -157,12 +87,10 @@ def run_once(
     if run.dry_run or not write:
         return RunResult(plan, listing, dry_run=True, requests=kube.requests)
 
-    annotation_keys = frozenset(hold.annotations) | {OWNERSHIP_MARKER}
+    keys = Keys.of(hold)
 
     def reread(name: str, timeout: float) -> NodeView | None:
-        return kube.read_node(
-            name, annotation_keys=annotation_keys, label_keys=hold.label_keys, timeout=timeout
-        )
+        return read_node(kube, name, keys, timeout)
 
     applied = apply_plan(plan, kube, pool, reread)
     events, event_errors = _record_events(kube, plan, applied, run, pool)
@@ -178,7 +106,7 @@ def run_once(
 
 
 def _record_events(
-    kube: Kube, plan: Plan, applied: ApplyResult, run: RunSettings, pool: Pool
+    kube: Client, plan: Plan, applied: ApplyResult, run: RunSettings, pool: Pool
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
     """An Event per hold that started, grew or ended, if any of its patches landed.
 
@@ -194,8 +122,16 @@ def _record_events(
         if transition.window not in landed:
             continue
         try:
+            event = node_event(
+                node=transition.node,
+                node_uid=transition.node_uid or transition.node,
+                reason=transition.reason,
+                message=transition.message,
+                at=plan.now,
+                instance=instance,
+            )
             pool.retry(
-                lambda timeout, t=transition: kube.create_event(t, plan.now, instance, timeout),
+                lambda timeout, e=event: kube.create_event(e, timeout=timeout),
                 f"event {transition.reason} on node/{transition.node}",
             )
             sent.append(transition)

@@ -21,6 +21,12 @@ DEFAULT_HOLD = timedelta(minutes=20)
 #: Our own annotation: which hold annotations on this node this tool put there.
 OWNERSHIP_MARKER = "node-holder.dev/owned-annotations"
 HOLD_VALUE = "true"
+#: With --max-hold: when the current stretch of holding began, written with the hold.
+HOLD_STARTED = "node-holder.dev/hold-started"
+#: After a stretch capped by --max-hold: no new hold starts before this time.
+FREE_UNTIL = "node-holder.dev/free-until"
+#: This tool's own annotations: a node view always keeps them.
+OWN_ANNOTATIONS = (OWNERSHIP_MARKER, HOLD_STARTED, FREE_UNTIL)
 
 
 class ConfigError(ValueError):

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from reconcile.cli import main
 from tests.kubeapi.apiserver import ApiServer
@@ -33,6 +35,11 @@ class CliResult:
     @property
     def lines(self) -> list[str]:
         return self.stdout.splitlines()
+
+    @property
+    def json(self) -> Any:
+        """With --output json: the whole result, always the last line of stdout."""
+        return json.loads(self.lines[-1])
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> CliResult:

@@ -397,8 +397,9 @@ class _Decider:
 
     A window's decision depends on its nodes, the settings and the clock. decide() is
     pure, so a window decided again with the same nodes gives the same plan unless the
-    clock crossed a time the plan depends on: the window's `hold_until`. Windows whose
-    nodes changed (an arrival, a departure, a patch applied) or whose `hold_until` was
+    clock crossed a time the plan depends on: the window's `hold_until`, or the end of
+    the free period after a stretch --max-hold ended (`free_until`). Windows whose
+    nodes changed (an arrival, a departure, a patch applied) or whose times were
     crossed are decided again; the others keep their last decision, which had no
     patches (a patch changes a node, which makes its window decided again).
     """
@@ -442,9 +443,9 @@ class _Decider:
     def decide(self, now: datetime) -> list[_Decided]:
         """This run's decision for every window, in window order."""
         for name, done in self.decided.items():
-            until = done.window.hold_until
-            if until is not None and done.decided_at < until <= now:
-                self.dirty.add(name)
+            for until in (done.window.hold_until, done.window.free_until):
+                if until is not None and done.decided_at < until <= now:
+                    self.dirty.add(name)
         for name in sorted(self.dirty):
             self.decided[name] = self._decide(name, now)
         kept = [n for n, d in self.decided.items() if n not in self.dirty and d.patches]

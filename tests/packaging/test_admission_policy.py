@@ -17,7 +17,7 @@ import copy
 import functools
 import os
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -463,10 +463,20 @@ def _view(node: dict[str, Any]) -> NodeView:
     )
 
 
-def tool_patch(node: dict[str, Any], keys: tuple[str, ...], hold: bool) -> dict[str, Any]:
-    """`node` after the patch the real decide step makes for it."""
-    window = HoldWindow(name="cluster", held=hold)
-    decision = decide_node(_view(node), window, HoldSettings(annotations=keys), Mode.RECONCILE)
+def tool_patch(
+    node: dict[str, Any], keys: tuple[str, ...], hold: bool, capped: bool = False
+) -> dict[str, Any]:
+    """`node` after the patch the real decide step makes for it (with --max-hold 1h)."""
+    start = datetime(2026, 11, 22, 19, tzinfo=UTC)
+    window = HoldWindow(
+        name="cluster",
+        held=hold,
+        stretch_start=start,
+        hold_until=start + timedelta(hours=1),
+        capped=capped,
+    )
+    settings = HoldSettings(annotations=keys, max_hold=timedelta(hours=1))
+    decision = decide_node(_view(node), window, settings, Mode.RECONCILE)
     assert decision.patch is not None, "the scenario must make the tool patch"
     return patched(node, dict(decision.patch.changes))
 
@@ -493,13 +503,21 @@ TOOL_SCENARIOS = {
         (DISRUPT,),
         False,
     ),
+    "release by --max-hold (writes free-until)": (
+        patched(
+            held(eks_node(), DISRUPT), {"node-holder.dev/hold-started": "2026-11-22T19:00:00Z"}
+        ),
+        (DISRUPT,),
+        False,
+        True,
+    ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(TOOL_SCENARIOS))
 def test_the_tools_own_patches_are_admitted(name):
-    node, keys, hold = TOOL_SCENARIOS[name]
-    new = tool_patch(node, keys, hold)
+    node, keys, hold, *capped = TOOL_SCENARIOS[name]
+    new = tool_patch(node, keys, hold, *capped)
     assert new != node
     assert admit(node, new, params=configmap(",".join(keys))).allowed
 
