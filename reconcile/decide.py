@@ -269,6 +269,8 @@ def _holds_ours(node: NodeView, hold: HoldSettings) -> bool:
 
 def parse_stamp(raw: str) -> datetime | None:
     """One of our own RFC 3339 UTC stamps (`2026-11-22T20:41:22Z`); None if someone broke it."""
+    if not raw:
+        return None  # absent: most nodes, every run; strptime would raise (slowly) for it
     try:
         moment = datetime.strptime(raw, "%Y-%m-%dT%H:%M:%SZ")
     except (TypeError, ValueError):
