@@ -29,6 +29,8 @@ DEADLINE_SLACK_SECONDS = 10.0
 #: When the CronJob says nothing (a Job template without activeDeadlineSeconds).
 FALLBACK_WAIT_SECONDS = 120.0
 POLL_SECONDS = 1.0
+TRIES = 6  # per request, the first included
+CLEAN_LOOKS = 2  # looks a poll apart that must find no running Job
 #: What a 403 tells people to grant.
 GRANT = "the uninstall hook's Role in charts/karpenter-node-holder (cronjobs get, patch; jobs list)"
 
@@ -81,6 +83,15 @@ class Handover:
     seconds: float
 
 
+@dataclass(frozen=True)
+class _Pacing:
+    """How the wait looks and sleeps (tests pass a fake clock)."""
+
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    poll: float
+
+
 def suspend_and_wait(
     kube: Any,
     ref: CronJobRef,
@@ -95,81 +106,110 @@ def suspend_and_wait(
     Raises HandoverFailed when a Job is still running after the run's deadline, so the
     caller releases nothing that a live run could put back.
     """
+    pacing = _Pacing(clock, sleep, poll)
+    start = clock()
+    call = _caller(kube, sleep)
+    cronjob = _suspend(call, ref, dry_run)
+    if cronjob is None:
+        return Handover(ref, False, False, (), 0.0)
+    was_suspended = bool((cronjob.get("spec") or {}).get("suspend"))
+    if dry_run:
+        log.warning("dry run: would suspend cronjob %s and wait for its jobs", ref)
+        first = _look(call, ref, cronjob)
+    else:
+        log.info("cronjob %s suspended (was suspended already: %s)", ref, was_suspended)
+        first = _wait(call, ref, cronjob, start + _run_bound(cronjob), pacing)
+    return Handover(ref, True, was_suspended, first, clock() - start)
+
+
+def _caller(kube: Any, sleep: Callable[[float], None]) -> Callable[..., Any]:
+    """One request as JSON; throttling, 5xx and lost connections are retried for a while."""
     # The client is slow to import: only here, not for --help.
     from reconcile.client import (  # noqa: PLC0415
         ApiError,
-        NotFound,
         ServerError,
         TooManyRequests,
         TransportError,
     )
 
-    start = clock()
-
     def call(*args: Any, **kwargs: Any) -> Any:
-        """One request; throttling, 5xx and lost connections are retried for a while."""
-        for attempt in range(6):
+        for attempt in range(TRIES):
             try:
                 return json.loads(kube.request(*args, grant=GRANT, **kwargs).body)
             except (ApiError, TransportError) as exc:
                 transient = isinstance(exc, TransportError | TooManyRequests | ServerError)
-                if not transient or attempt == 5:
+                if not transient or attempt == TRIES - 1:
                     raise
                 log.info("retrying %s %s: %s", args[0], args[1], exc)
                 sleep(min(2.0**attempt * 0.2, 5.0))
         raise AssertionError("unreachable")
 
+    return call
+
+
+def _suspend(call: Callable[..., Any], ref: CronJobRef, dry_run: bool) -> dict[str, Any] | None:
+    """The CronJob after `suspend: true` (as it is, for a dry run); None if there is none."""
+    from reconcile.client import ApiError, NotFound, TransportError  # noqa: PLC0415
+
     try:
         if dry_run:
-            cronjob = call("GET", ref.path, verb="get", what=f"cronjob {ref}")
-        else:
-            cronjob = call(
-                "PATCH",
-                ref.path,
-                body={"spec": {"suspend": True}},
-                headers={"Content-Type": MERGE_PATCH},
-                verb="patch",
-                what=f"cronjob {ref}",
-            )
+            return call("GET", ref.path, verb="get", what=f"cronjob {ref}")
+        return call(
+            "PATCH",
+            ref.path,
+            body={"spec": {"suspend": True}},
+            headers={"Content-Type": MERGE_PATCH},
+            verb="patch",
+            what=f"cronjob {ref}",
+        )
+    except NotFound:
+        log.warning("cronjob %s not found: nothing to suspend or wait for", ref)
+        return None
     except TransportError as exc:
         raise HandoverFailed(f"could not suspend cronjob {ref}: {exc}") from None
     except ApiError as exc:
-        if isinstance(exc, NotFound):
-            log.warning("cronjob %s not found: nothing to suspend or wait for", ref)
-            return Handover(ref, False, False, (), 0.0)
         raise HandoverFailed(f"could not suspend cronjob {ref}: {exc.explain()}") from None
-    was_suspended = bool((cronjob.get("spec") or {}).get("suspend"))
-    if dry_run:
-        log.warning("dry run: would suspend cronjob %s and wait for its jobs", ref)
-    else:
-        log.info("cronjob %s suspended (was suspended already: %s)", ref, was_suspended)
-    deadline = start + _run_bound(cronjob)
+
+
+def _look(call: Callable[..., Any], ref: CronJobRef, cronjob: dict[str, Any]) -> tuple[str, ...]:
+    from reconcile.client import ApiError, TransportError  # noqa: PLC0415
+
     uid = (cronjob.get("metadata") or {}).get("uid")
+    try:
+        return _running_jobs(call, ref, uid)
+    except (ApiError, TransportError) as exc:
+        explain = exc.explain() if isinstance(exc, ApiError) else str(exc)
+        raise HandoverFailed(f"could not list the jobs of cronjob {ref}: {explain}") from None
+
+
+def _wait(
+    call: Callable[..., Any],
+    ref: CronJobRef,
+    cronjob: dict[str, Any],
+    deadline: float,
+    pacing: _Pacing,
+) -> tuple[str, ...]:
+    """Look until two clean looks a poll apart; the Jobs seen running at the first look.
+
+    A Job the controller created just before it saw the suspend shows up in the second.
+    """
+    start = pacing.clock()
     first: tuple[str, ...] | None = None
     clean = 0
     while True:
-        try:
-            running = _running_jobs(call, ref, uid)
-        except (ApiError, TransportError) as exc:
-            explain = exc.explain() if isinstance(exc, ApiError) else str(exc)
-            raise HandoverFailed(f"could not list the jobs of cronjob {ref}: {explain}") from None
-        if first is None:
-            first = running
-        if dry_run:
-            break
-        # Two clean looks a poll apart: a Job the controller created just before it saw
-        # the suspend shows up in the second.
+        running = _look(call, ref, cronjob)
+        first = running if first is None else first
         clean = clean + 1 if not running else 0
-        if clean >= 2 or (not running and clock() >= deadline):
-            break
-        if clock() >= deadline:
+        if clean >= CLEAN_LOOKS or (not running and pacing.clock() >= deadline):
+            return first
+        if pacing.clock() >= deadline:
             raise HandoverFailed(
                 f"cronjob {ref}: job(s) {', '.join(running)} still running after "
-                f"{clock() - start:.0f}s; nothing was released, run release again once they end"
+                f"{pacing.clock() - start:.0f}s; nothing was released, run release again once "
+                "they end"
             )
         log.info("waiting for %s of cronjob %s to finish", ", ".join(running) or "a look", ref)
-        sleep(min(poll, max(deadline - clock(), 0.0)))
-    return Handover(ref, True, was_suspended, first or (), clock() - start)
+        pacing.sleep(min(pacing.poll, max(deadline - pacing.clock(), 0.0)))
 
 
 def _run_bound(cronjob: dict[str, Any]) -> float:
