@@ -379,7 +379,7 @@ def decide_node(
             owned.discard(key)  # claimed but gone: forget the claim
     if owned != listed or (not owned and OWNERSHIP_MARKER in node.annotations):
         changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
-    changes.update(_bookkeeping(node, window, hold, mode, owned=bool(owned), now=now))
+    changes.update(_bookkeeping(node, _Context(window, hold, mode, now), owned=bool(owned)))
     if not changes:
         return decision
     patch = NodePatch(
@@ -393,16 +393,19 @@ def decide_node(
     return NodeDecision(**{**decision.__dict__, "patch": patch})
 
 
-def _bookkeeping(
-    node: NodeView,
-    window: HoldWindow,
-    hold: HoldSettings,
-    mode: Mode,
-    *,
-    owned: bool,
-    now: datetime | None,
-) -> dict[str, str | None]:
+@dataclass(frozen=True)
+class _Context:
+    """What one node's decision is made in."""
+
+    window: HoldWindow
+    hold: HoldSettings
+    mode: Mode
+    now: datetime | None
+
+
+def _bookkeeping(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str | None]:
     """The --max-hold stamps: set with the hold, removed with it or once stale."""
+    window, hold, mode, now = ctx.window, ctx.hold, ctx.mode, ctx.now
     changes: dict[str, str | None] = {}
     annotations = node.annotations
     keep_started = owned and hold.max_hold is not None and mode is Mode.RECONCILE
