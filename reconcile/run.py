@@ -1,5 +1,7 @@
 """One pass: read the whole node list, decide, apply, record Events. No loop.
 
+Only the orchestration of one run lives here; applying (patches and Events) is apply.py.
+
 Used by every command (`reconcile`, `status`, `release`) and by `simulate`,
 so the replay goes through exactly the code a CronJob runs.
 """
@@ -7,12 +9,12 @@ so the replay goes through exactly the code a CronJob runs.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconcile.apply import ApplyResult, Outcome, Pool, apply_plan
+from reconcile.apply import ApplyResult, NodeResult, Pool, apply_plan, record_events
 from reconcile.decide import Mode, NodeView, Plan, Transition, decide
 from reconcile.kube import ApiError, Kube, MalformedNode, Page, TransportError
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter
@@ -142,12 +144,14 @@ def run_once(
     write: bool = True,
     stop: threading.Event | None = None,
     backoff: Backoff | None = None,
+    on_result: Callable[[NodeResult], None] | None = None,
 ) -> RunResult:
     """List, decide and (unless dry-run or `write=False`) patch and record Events.
 
     Raises ListFailed when the node list is incomplete or a node cannot be
     decided on; Interrupted on SIGTERM before anything was written. `backoff`
-    is for tests that inject many faults and must not wait the real pauses.
+    is for tests that inject many faults and must not wait the real pauses;
+    `on_result` sees each node's result as its patch lands (see apply_plan).
     """
     stop = stop or threading.Event()
     pool = make_pool(run, stop, kube.request_timeout, backoff)
@@ -164,8 +168,8 @@ def run_once(
             name, annotation_keys=annotation_keys, label_keys=hold.label_keys, timeout=timeout
         )
 
-    applied = apply_plan(plan, kube, pool, reread)
-    events, event_errors = _record_events(kube, plan, applied, run, pool)
+    applied = apply_plan(plan, kube, pool, reread, on_result)
+    events, event_errors = record_events(kube, plan, applied, run, pool)
     return RunResult(
         plan,
         listing,
@@ -175,32 +179,3 @@ def run_once(
         event_errors=event_errors,
         requests=kube.requests,
     )
-
-
-def _record_events(
-    kube: Kube, plan: Plan, applied: ApplyResult, run: RunSettings, pool: Pool
-) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
-    """An Event per hold that started, grew or ended, if any of its patches landed.
-
-    Events are best effort: a failure is logged and reported, but does not
-    fail the run, because the hold itself is in place.
-    """
-    if not run.events or not plan.transitions:
-        return (), ()
-    landed = {r.patch.window for r in applied.results if r.outcome is Outcome.PATCHED}
-    instance = socket.gethostname()
-    sent, errors = [], []
-    for transition in plan.transitions:
-        if transition.window not in landed:
-            continue
-        try:
-            pool.retry(
-                lambda timeout, t=transition: kube.create_event(t, plan.now, instance, timeout),
-                f"event {transition.reason} on node/{transition.node}",
-            )
-            sent.append(transition)
-        except (ApiError, TransportError, DeadlineExceeded, Interrupted) as exc:
-            text = exc.explain() if isinstance(exc, ApiError) else str(exc) or type(exc).__name__
-            log.warning("could not record event %s: %s", transition.reason, text)
-            errors.append(f"event {transition.reason} on node/{transition.node}: {text}")
-    return tuple(sent), tuple(errors)
