@@ -18,10 +18,11 @@ import json
 import logging
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -49,6 +50,9 @@ USER_AGENT = "node-holder"
 AUTH_REFRESH_SECONDS = 1.0
 EVENT_NAMESPACE = "default"  # where kubelet puts node events; `kubectl describe node` finds them
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+#: After a stop (SIGTERM), requests in flight may take this long to finish; then they are cut.
+STOP_GRACE = 1.5
+WATCH_INTERVAL = 0.05  # how often the watchdog looks at the requests in flight
 
 
 class ApiError(Exception):
@@ -224,6 +228,13 @@ class Kube:
         self._auth: dict[str, str] = {}
         self._auth_until = float("-inf")
         self._ahead: _Ahead | None = None  # the next list page, already asked for
+        self._watchdog = _Watchdog()
+        hosted = self._pool.connection_from_url(self._host)  # the pool every request goes through
+        hosted._get_conn = self._watchdog.attaching(hosted._get_conn)
+
+    def stop_on(self, stop: threading.Event) -> None:
+        """Once `stop` is set, requests in flight get STOP_GRACE seconds, then are cut."""
+        self._watchdog.stop = stop
 
     def _credentials(self) -> dict[str, str]:
         """Auth headers, asked of the client at most once per AUTH_REFRESH_SECONDS."""
@@ -269,19 +280,22 @@ class Kube:
             "retries": False,
             "redirect": False,
         }
-        try:
-            if self._direct is not None:
-                raw = self._direct.urlopen(method, self._base_path + target, **options)
-            else:
-                raw = self._pool.request(method, self._host + target, **options)
+        with self._watchdog.bound(seconds) as call:
             try:
-                data = raw.data  # decodes gzip; drains the socket
-            finally:
-                raw.release_conn()
-        except urllib3.exceptions.HTTPError as exc:
-            raise TransportError(_transport_message(exc, self._host)) from None
-        except OSError as exc:
-            raise TransportError(f"{type(exc).__name__}: {exc}") from None
+                if self._direct is not None:
+                    raw = self._direct.urlopen(method, self._base_path + target, **options)
+                else:
+                    raw = self._pool.request(method, self._host + target, **options)
+                try:
+                    data = raw.data  # decodes gzip; drains the socket
+                finally:
+                    raw.release_conn()
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if call.cut:
+                    raise TransportError(call.cut.format(host=self._host, s=seconds)) from None
+                if isinstance(exc, OSError):
+                    raise TransportError(f"{type(exc).__name__}: {exc}") from None
+                raise TransportError(_transport_message(exc, self._host)) from None
         response = Response(raw.status, raw.headers, data)  # case-insensitive, not copied
         if not 200 <= raw.status < 300:
             raise _api_error(response, verb, what)
@@ -466,6 +480,97 @@ class _Ahead:
             raise self._error
         assert self._response is not None
         return self._response
+
+
+class _Call:
+    """One request in flight: when its time is up, and its connection once it has one."""
+
+    __slots__ = ("conn", "cut", "end")
+
+    def __init__(self, end: float) -> None:
+        self.end = end
+        self.conn: Any = None
+        self.cut = ""  # why the watchdog shut its socket, if it did
+
+
+class _Watchdog:
+    """Shuts the socket of a request that outlives its time, whatever urllib3 is waiting for.
+
+    urllib3's read timeout bounds each socket read, not a response: a body (or a header)
+    that trickles in a byte at a time never trips it. Each request here has a wall-clock end
+    (its cut of the run's deadline); past it, or STOP_GRACE seconds after a stop, its socket
+    is shut down and the read in progress fails at once. One thread for every request in
+    flight; it ends when there has been nothing to watch for a second.
+    """
+
+    def __init__(self) -> None:
+        self.stop: threading.Event | None = None
+        self._calls: set[_Call] = set()
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._running = False
+        self._stopped_at: float | None = None
+
+    @contextmanager
+    def bound(self, seconds: float) -> Iterator[_Call]:
+        call = _Call(time.monotonic() + seconds)
+        self._local.call = call
+        with self._lock:
+            self._calls.add(call)
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
+        try:
+            yield call
+        finally:
+            self._local.call = None
+            with self._lock:
+                self._calls.discard(call)
+
+    def attaching(self, get_conn: Callable[..., Any]) -> Callable[..., Any]:
+        """Wrap a pool's `_get_conn`: the connection a request takes is the one to watch."""
+
+        def attach(*args: Any, **kwargs: Any) -> Any:
+            conn = get_conn(*args, **kwargs)
+            call = getattr(self._local, "call", None)
+            if call is not None:
+                call.conn = conn
+            return conn
+
+        return attach
+
+    def _watch(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            time.sleep(WATCH_INTERVAL)
+            now = time.monotonic()
+            if self.stop is not None and self.stop.is_set() and self._stopped_at is None:
+                self._stopped_at = now
+            stopping = self._stopped_at is not None and now >= self._stopped_at + STOP_GRACE
+            with self._lock:
+                calls = list(self._calls)
+                if calls:
+                    idle_since = now
+                elif now - idle_since > 1.0:
+                    self._running = False
+                    return
+            for call in calls:
+                if call.cut:
+                    continue
+                if now >= call.end:
+                    _shut(call, "{host} did not answer within {s:.1f}s (the answer was too slow)")
+                elif stopping:
+                    _shut(call, "request to {host} abandoned: stopping")
+
+
+def _shut(call: _Call, why: str) -> None:
+    sock = getattr(call.conn, "sock", None)
+    if sock is None:
+        return  # not connected yet (the connect timeout bounds that); look again next time
+    call.cut = why
+    with suppress(OSError):
+        # The plain socket's shutdown, even under TLS: the reading thread owns the TLS state.
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 # --- helpers -------------------------------------------------------------------

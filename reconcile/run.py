@@ -154,6 +154,7 @@ def run_once(
     `on_result` sees each node's result as its patch lands (see apply_plan).
     """
     stop = stop or threading.Event()
+    kube.stop_on(stop)
     pool = make_pool(run, stop, kube.request_timeout, backoff)
     listing = read_nodes(kube, hold, run, pool)
     plan = decide(listing.nodes, listing.now, hold, mode)

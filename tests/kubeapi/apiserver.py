@@ -145,6 +145,9 @@ class Fault:
     `status` answers that code with a Status body (or plain text with `plain_text`, like the
     API Priority and Fairness 429); `delay` sleeps first (to exceed a client timeout);
     `drop_connection` closes the socket without answering. `times=None` never runs out.
+    The real answer's body can be mangled in transit, as by a bad proxy: `drip=(n, t)` sends
+    it n bytes every t seconds; `cut="truncate"` sends half of it (Content-Length says all)
+    and closes, `cut="reset"` sends half and resets the connection.
     """
 
     method: str | None = None
@@ -157,6 +160,8 @@ class Fault:
     reason: str | None = None
     message: str | None = None
     plain_text: bool = False
+    drip: tuple[int, float] | None = None
+    cut: str | None = None  # "truncate" | "reset"
     hits: int = 0
 
     def _matches(self, method: str, path: str) -> bool:
@@ -396,6 +401,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         info = RequestInfo(method, url.path, query, record.identity, content_type, body)
         response: _Response | None = None
+        fault: Fault | None = None
         try:
             for hook in list(api._hooks):
                 hook(info)
@@ -427,9 +433,35 @@ class _Handler(BaseHTTPRequestHandler):
         record.duration = time.perf_counter() - started
         api._record(record)  # before the bytes go out: a client that got them sees the record
         try:
-            self.wfile.write(payload)
+            if fault is not None and (fault.drip or fault.cut):
+                self._mangle(fault, payload, len(payload) - body_len)
+            else:
+                self.wfile.write(payload)
         except OSError:
             self.close_connection = True
+
+    def _mangle(self, fault: Fault, payload: bytes, head: int) -> None:
+        """Send the head whole and the body as `fault.drip` / `fault.cut` say."""
+        self.wfile.write(payload[:head])
+        if fault.cut:
+            self.wfile.write(payload[head : head + (len(payload) - head) // 2])
+            if fault.cut == "reset":
+                self._drop()
+            else:
+                self._close()
+            return
+        assert fault.drip is not None
+        size, pause = fault.drip
+        for at in range(head, len(payload), size):
+            if self.server.api._httpd is None:  # the server stopped: stop dripping
+                return self._close()
+            self.wfile.write(payload[at : at + size])
+            time.sleep(pause)
+
+    def _close(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def _drop(self) -> None:
         self.close_connection = True
