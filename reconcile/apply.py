@@ -115,7 +115,11 @@ def _patch_node(
         return NodeResult(patch.node, outcome, current, attempts, conflicts, error)
 
     while True:
-        if pool.stop.is_set() or pool.deadline.expired or abort.reason:
+        if pool.stop.is_set():
+            return result(Outcome.NOT_SENT, "stopped by signal")
+        if pool.deadline.expired:
+            return result(Outcome.NOT_SENT, "run timeout reached")
+        if abort.reason:
             return result(Outcome.NOT_SENT)
         try:
             pool.limiter.acquire(pool.deadline, pool.stop)

@@ -50,6 +50,11 @@ USER_AGENT = "node-holder"
 AUTH_REFRESH_SECONDS = 1.0
 EVENT_NAMESPACE = "default"  # where kubelet puts node events; `kubectl describe node` finds them
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+#: A list page is sized to hold about this many bytes (at most --page-size nodes): memory
+#: follows the budget, not the size of the annotations people put on nodes.
+PAGE_BYTES = 4 * 2**20
+FIRST_PAGE = 20  # nodes in the first page, before anything is known about their size
+MIN_PAGE = 10
 #: After a stop (SIGTERM), requests in flight may take this long to finish; then they are cut.
 STOP_GRACE = 1.5
 WATCH_INTERVAL = 0.05  # how often the watchdog looks at the requests in flight
@@ -131,6 +136,14 @@ class Page:
     nodes: list[NodeView]
     continue_token: str | None
     date: datetime | None  # the response's Date header: the API server's clock
+    next_page_size: int = 0  # ask for this many next: PAGE_BYTES at this page's bytes per node
+
+
+def fitting_page_size(limit: int, body_bytes: int, max_page_size: int) -> int:
+    """How many nodes fit PAGE_BYTES, judging by a page of `limit` nodes and `body_bytes`."""
+    per_node = body_bytes / max(limit, 1)
+    fit = int(PAGE_BYTES / per_node) if per_node else max_page_size
+    return max(min(fit, max_page_size), min(MIN_PAGE, max_page_size))
 
 
 @dataclass(frozen=True)
@@ -311,18 +324,30 @@ class Kube:
         label_keys: frozenset[str],
         continue_token: str | None = None,
         timeout: float | None = None,
+        max_page_size: int | None = None,
     ) -> Page:
-        """One page of the metadata-only node list, already compacted to node views."""
+        """One page of the metadata-only node list, already compacted to node views.
+
+        With `max_page_size`, the next page's size is chosen from this page's bytes per node
+        (Page.next_page_size), so that a page holds about PAGE_BYTES whatever the nodes
+        carry; the raw body is dropped as soon as it is parsed.
+        """
         response = self._take_ahead(page_size, continue_token, timeout)
         if response is None:
             response = self._list_request(page_size, continue_token, timeout)
-        upcoming = _peek_continue(response.body)
+        body, date = response.body, response.date
+        del response
+        size = page_size
+        if max_page_size:
+            size = fitting_page_size(page_size, len(body), max_page_size)
+        upcoming = _peek_continue(body)
         if upcoming:
             # Ask for the next page now: the server works on it while this one is parsed.
-            self._ahead = _Ahead(page_size, upcoming)
-            self._ahead.start(lambda: self._list_request(page_size, upcoming, timeout))
+            self._ahead = _Ahead(size, upcoming)
+            self._ahead.start(lambda: self._list_request(size, upcoming, timeout))
         with _gc_paused():
-            page = response.json()
+            page = json.loads(body) if body else {}
+            del body
             views = [
                 node_view(item.get("metadata") or {}, annotation_keys, label_keys)
                 for item in page.get("items") or ()
@@ -332,7 +357,7 @@ class Kube:
         token = meta.get("continue") or None
         if token != upcoming:
             self._ahead = None  # peeked wrong (an odd server): the caller asks for the real one
-        return Page(views, token, response.date)
+        return Page(views, token, date, size)
 
     def _list_request(
         self, page_size: int, continue_token: str | None, timeout: float | None

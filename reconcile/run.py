@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from reconcile.apply import ApplyResult, NodeResult, Pool, apply_plan, record_events
 from reconcile.decide import Mode, NodeView, Plan, Transition, decide
-from reconcile.kube import ApiError, Kube, MalformedNode, Page, TransportError
+from reconcile.kube import FIRST_PAGE, ApiError, Kube, MalformedNode, Page, TransportError
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter
 from reconcile.settings import OWNERSHIP_MARKER, Clock, HoldSettings, RunSettings
 
@@ -71,18 +71,20 @@ def read_nodes(kube: Kube, hold: HoldSettings, run: RunSettings, pool: Pool) -> 
         pages = 0
         server_now: datetime | None = None
         token: str | None = None
+        size = min(run.page_size, FIRST_PAGE)  # then sized to the bytes of the last page
         try:
             while True:
                 if pool.stop.is_set():
                     raise Interrupted("list")
 
-                def page(timeout: float, token: str | None = token) -> Page:
+                def page(timeout: float, token: str | None = token, size: int = size) -> Page:
                     return kube.list_page(
-                        page_size=run.page_size,
+                        page_size=size,
                         annotation_keys=annotation_keys,
                         label_keys=label_keys,
                         continue_token=token,
                         timeout=timeout,
+                        max_page_size=run.page_size,
                     )
 
                 got = pool.retry(page, "list nodes")
@@ -90,6 +92,7 @@ def read_nodes(kube: Kube, hold: HoldSettings, run: RunSettings, pool: Pool) -> 
                 pages += 1
                 server_now = got.date
                 token = got.continue_token
+                size = got.next_page_size or size
                 if not token:
                     break
         except ApiError as exc:

@@ -57,6 +57,8 @@ import yaml
 
 from tests.kubeapi import auth, debugapi, discovery, managedfields, tables
 from tests.kubeapi.nodegen import (
+    BIG_ANNOTATION,
+    big_annotation,
     ip_name,
     make_eks_node,
     make_minimal_node,
@@ -473,6 +475,8 @@ class _Handler(BaseHTTPRequestHandler):
         """Status line, headers and (maybe gzipped) body as one buffer, and the body size."""
         api = self.server.api
         body = response.body
+        if api.expand is not None:
+            body = body.replace(*api.expand)
         headers = {
             "Audit-Id": str(uuid.uuid4()),
             "Cache-Control": "no-cache, private",
@@ -511,6 +515,7 @@ class ApiServer:
         self.store = Store()
         self.write_latency = write_latency
         self.debug_endpoints = False  # test-only /debug/ control (debugapi.py), standalone only
+        self.expand: tuple[bytes, bytes] | None = None  # (placeholder, bytes): big annotations
         self.errors: list[str] = []  # tracebacks of unexpected server errors (answered as 500)
         self._tokens = auth.Tokens()
         self._clock_offset = clock_offset
@@ -1883,6 +1888,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed for generated nodes")
     parser.add_argument(
+        "--annotation-bytes",
+        type=int,
+        default=0,
+        help="give every node an annotation of this many bytes (served cheaply, see nodegen)",
+    )
+    parser.add_argument(
         "--debug-endpoints",
         action="store_true",
         help="serve the test-only /debug/ control endpoints (benchmarks; see debugapi.py)",
@@ -1892,8 +1903,16 @@ def main(argv: list[str] | None = None) -> int:
     api = ApiServer(write_latency=args.write_latency, port=args.port, seed=args.seed)
     api.debug_endpoints = args.debug_endpoints
     rng = random.Random(args.seed)
+    big: dict[str, str] | None = None
+    if args.annotation_bytes:
+        placeholder, blob = big_annotation(args.annotation_bytes)
+        api.expand = (placeholder.encode(), blob)
+        big = {BIG_ANNOTATION: placeholder}
     api.add_nodes(
-        args.nodes, eks=args.eks, created=_spread_created(api.now(), args.nodes, args.young, rng)
+        args.nodes,
+        eks=args.eks,
+        created=_spread_created(api.now(), args.nodes, args.young, rng),
+        annotations=big,
     )
     stop = threading.Event()
 

@@ -1,4 +1,5 @@
-"""Deadlines and signals bound a run whatever the network does; results reported as they land.
+"""Bounds: deadlines and signals end a run whatever the network does; memory follows a byte
+budget, not the cluster; a hold too big for one run converges over the next runs.
 
 A proxy between the tool and the API server may send an answer a byte at a time: every
 socket read is quick, so a per-read timeout never fires. These runs are real processes
@@ -11,14 +12,17 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from reconcile.apply import NodeResult, Outcome
+from reconcile.kube import FIRST_PAGE, PAGE_BYTES
 from reconcile.run import run_once
 from reconcile.settings import HoldSettings, RunSettings
+from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 from tests.reliability.helpers import (
     NODES,
@@ -136,3 +140,58 @@ def test_each_result_is_reported_as_its_patch_lands(api: ApiServer, kubeconfig: 
     assert result.applied is not None
     assert [r.node for r in result.applied.results] == NAMES  # the result keeps plan order
     assert {r.outcome for r in result.applied.results} == {Outcome.PATCHED}
+
+
+# --- memory: bytes held at once, and work spread over runs -------------------------------
+
+
+def test_list_pages_are_sized_to_a_byte_budget_whatever_the_annotations(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """2,000 nodes with 200 KB annotations at page size 500 peaked at 424 MB; now a page
+    holds about PAGE_BYTES, judged by the bytes per node of the page before."""
+    blob = {"example.com/blob": "x" * 200_000}
+    old(api, *(f"n{i:03}" for i in range(59)), annotations=blob)
+    young(api, "n059", annotations=blob)
+
+    result = run_cli("reconcile", "--kubeconfig", str(kubeconfig), "--page-size", "500")
+
+    assert result.code == 0, result.stderr
+    limits = [int(r.query["limit"]) for r in api.requests if r.method == "GET"]
+    assert limits[0] == FIRST_PAGE
+    assert all(limit * 200_000 <= PAGE_BYTES for limit in limits[1:])  # not 500
+    assert len(limits) >= 60 * 200_000 // PAGE_BYTES
+    assert all(api.annotations(f"n{i:03}") == {**blob, **OURS} for i in range(60))
+
+
+def test_a_hold_too_big_for_one_run_converges_over_the_next_runs_without_redoing_work(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """Patches not sent by the deadline are reported as not sent (exit 1); the next run
+    sees what landed and sends only the rest."""
+    names = [f"n{i:02}" for i in range(40)]
+    old(api, *names[:-1])
+    young(api, names[-1])
+    api.write_latency = 0.1  # a slow API server: 2 workers patch about 20 nodes a second
+
+    def run() -> CliResult:
+        args = ("--timeout", "1s", "--workers", "2", "--no-events")
+        return run_cli("reconcile", "--kubeconfig", str(kubeconfig), *args)
+
+    first = run()
+    unpatched = [n for n in names if api.annotations(n) != OURS]
+    assert first.code == 1
+    (line,) = error_lines(first.stderr)
+    reported = int(line.removeprefix("node-holder: error: ").split()[0])
+    assert "node(s) not patched (run timeout reached)" in line
+    assert 0 < len(unpatched) <= reported  # a patch cut at the deadline may still have landed
+    assert sum("not sent (run timeout reached)" in x for x in first.stdout.splitlines()) > 0
+    runs = [first]
+    while runs[-1].code != 0 and len(runs) < 6:
+        runs.append(run())
+
+    assert runs[-1].code == 0
+    assert 2 <= len(runs) <= 4
+    assert all(api.annotations(n) == OURS for n in names)
+    stored = Counter(r.path for r in api.writes() if r.stored)
+    assert set(stored.values()) == {1}  # no node was written twice across the runs

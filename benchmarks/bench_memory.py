@@ -1,0 +1,186 @@
+"""Benchmark: peak memory of node-holder runs, whatever the cluster size and the node size.
+
+For each case it starts the API test server as a subprocess (EKS-shaped nodes, optionally
+each with one big annotation, served cheaply: see tests/kubeapi/nodegen.py) and runs
+`node-holder reconcile` with its shipped defaults through steady -> apply -> release (see
+bench_runs.py). A run that reaches --timeout before every patch is sent exits 1; the next
+run (the CronJob's next minute) completes the work, so an apply or release is repeated until
+a run exits 0, and the table shows how many runs it took and the highest peak of them. The
+floor (benchmarks/floor_list.py) lists the same cluster once, for the steady-run ratio.
+
+    python benchmarks/bench_memory.py                  # the four cases of docs/performance.md
+    python benchmarks/bench_memory.py --cases eks:2000,big:500
+
+A table to read, never a timed test: the numbers depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_runs import (
+    FLOOR,
+    HERE,
+    HOLD_SECONDS,
+    KEY,
+    TOOL,
+    Contender,
+    Expect,
+    Row,
+    machine,
+    measured,
+)
+from measure import TestServer, child_env, python_cmd
+
+BIG = 200 * 1024  # bytes of the big annotation: legal (the object limit is 256 KB)
+RSS_TARGET_MB = 128.0
+FLOOR_RATIO = 1.5
+MAX_RUNS = 5
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str  # "eks" or "big"
+    nodes: int
+
+    @property
+    def label(self) -> str:
+        shape = "EKS-shaped" if self.kind == "eks" else "EKS + 200 KB annotation"
+        return f"{self.nodes:,} {shape}"
+
+
+@dataclass(frozen=True)
+class Result:
+    case: Case
+    phase: str
+    rows: tuple[Row, ...]  # one per run until a run exited 0
+
+    @property
+    def peak(self) -> float:
+        return max(r.usage.rss_mb for r in self.rows)
+
+    @property
+    def wall(self) -> float:
+        return sum(r.usage.wall for r in self.rows)
+
+    @property
+    def converged(self) -> bool:
+        return self.rows[-1].usage.code == 0
+
+
+def until_done(
+    server: TestServer, case: Case, tool: Contender, phase: str, workdir: Path
+) -> Result:
+    """Run as the CronJob would, minute after minute, until a run completes."""
+    held = None if phase == "steady" else phase == "apply"
+    rows = []
+    for _ in range(MAX_RUNS):
+        expect = Expect(held=None, no_writes=phase == "steady")
+        row = measured(server, tool, nodes=case.nodes, phase=phase, expect=expect, workdir=workdir)
+        rows.append(row)
+        if row.usage.code == 0:
+            break
+    if held is not None:
+        total, carrying = server.annotated(KEY)
+        assert carrying == (total if held else 0), f"{phase}: {carrying} of {total} held"
+    return Result(case, phase, tuple(rows))
+
+
+def bench_case(case: Case, workdir: Path, write_latency: float) -> tuple[list[Result], str]:
+    started = time.perf_counter()
+    big = BIG if case.kind == "big" else 0
+    server = TestServer(case.nodes, write_latency, workdir, annotation_bytes=big)
+    kubeconfig = str(server.kubeconfig)
+    env = child_env()
+    tool = Contender(
+        TOOL, (*python_cmd(), "-m", "reconcile", "reconcile", "--kubeconfig", kubeconfig), env
+    )
+    floor = Contender(
+        FLOOR, (*python_cmd(), str(HERE / "floor_list.py"), server.url, server.token), env
+    )
+    try:
+        nothing = Expect(held=None, no_writes=True)
+        floor_row = measured(
+            server, floor, nodes=case.nodes, phase="steady", expect=nothing, workdir=workdir
+        )
+        results = [until_done(server, case, tool, "steady", workdir)]
+        server.add_young_node("young-bench")
+        results.append(until_done(server, case, tool, "apply", workdir))
+        server.advance_clock(HOLD_SECONDS + 60)
+        results.append(until_done(server, case, tool, "release", workdir))
+        server_note = (
+            f"{case.label}: server start {server.startup:.0f} s, server peak RSS "
+            f"{server.peak_rss_mb():.0f} MB, floor {floor_row.usage.wall:.2f} s / "
+            f"{floor_row.usage.rss_mb:.0f} MB, case took {time.perf_counter() - started:.0f} s"
+        )
+    finally:
+        server.stop()
+    steady = results[0].rows[-1].usage.wall
+    results_note = f"{server_note}; steady / floor {steady / floor_row.usage.wall:.2f}x"
+    return results, results_note
+
+
+def table(results: list[Result]) -> list[str]:
+    out = [
+        "| nodes | run | runs to converge | wall (all runs) | CPU | peak RSS | requests |",
+        "|---|---|--:|--:|--:|--:|--:|",
+    ]
+    for r in results:
+        cpu = sum(row.usage.cpu for row in r.rows)
+        requests = sum(row.cost.requests for row in r.rows)
+        runs = f"{len(r.rows)}" if r.converged else f"not in {len(r.rows)}"
+        out.append(
+            f"| {r.case.label} | {r.phase} | {runs} | {r.wall:.1f} s | {cpu:.1f} s | "
+            f"{r.peak:.0f} MB | {requests:,} |"
+        )
+    return out
+
+
+def parse_cases(text: str) -> list[Case]:
+    cases = []
+    for item in text.split(","):
+        kind, _, nodes = item.strip().partition(":")
+        if kind not in ("eks", "big") or not nodes.isdigit():
+            raise SystemExit(f"--cases: {item!r} is not eks:N or big:N")
+        cases.append(Case(kind, int(nodes)))
+    return cases
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", default="eks:15000,eks:50000,big:2000,big:5000")
+    parser.add_argument("--write-latency", type=float, default=0.0)
+    parser.add_argument("--workdir", default=None)
+    args = parser.parse_args(argv)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="node-holder-mem-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    results: list[Result] = []
+    notes: list[str] = []
+    for case in parse_cases(args.cases):
+        got, note = bench_case(case, workdir, args.write_latency)
+        results += got
+        notes.append(note)
+    command = " ".join(["python benchmarks/bench_memory.py", *(argv or sys.argv[1:])])
+    print(f"`{command}` (took {(time.perf_counter() - started) / 60:.1f} min)\n")
+    print("\n".join([*machine(), "", *table(results), ""]))
+    for note in notes:
+        print(f"- {note}")
+    print("\nTargets:\n")
+    ok = True
+    for r in results:
+        passed = r.peak <= RSS_TARGET_MB
+        ok &= passed
+        mark = "PASS" if passed else "FAIL"
+        what = f"{r.case.label} {r.phase}"
+        print(f"- {mark} peak RSS <= {RSS_TARGET_MB:.0f} MB, {what}: {r.peak:.0f} MB")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
