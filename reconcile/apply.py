@@ -37,7 +37,7 @@ class Outcome(StrEnum):
     NOT_SENT = "not sent"  # stopped (SIGTERM, deadline, auth failure) before it started
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
 class NodeResult:
     node: str
     outcome: Outcome

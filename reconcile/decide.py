@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -42,7 +42,7 @@ class KeyState(StrEnum):
     FREE = "free"  # absent
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
 class NodeView:
     """The few facts about a node that the decision needs."""
 
@@ -70,7 +70,7 @@ class HoldWindow:
     nodes: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
 class NodePatch:
     """A merge patch of metadata.annotations for one node, guarded by its resourceVersion."""
 
@@ -96,7 +96,7 @@ class NodePatch:
         return "disown"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
 class NodeDecision:
     node: str
     window: str
@@ -350,7 +350,7 @@ def decide_node(node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mo
         removed=tuple(removed),
         window=window.name,
     )
-    return NodeDecision(**{**decision.__dict__, "patch": patch})
+    return replace(decision, patch=patch)
 
 
 # --- the whole plan ----------------------------------------------------------

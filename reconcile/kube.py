@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -655,19 +656,25 @@ def node_view(
 ) -> NodeView:
     """Keep only what the decision reads: a few hundred bytes instead of ~10 KB."""
     name = str(metadata.get("name", ""))
-    annotations = metadata.get("annotations") or {}
-    labels = metadata.get("labels") or {}
-    claimed = claimed_keys(annotations)
-    keep = annotation_keys | claimed | {OWNERSHIP_MARKER}
+    annotations = metadata.get("annotations") or _EMPTY
+    labels = metadata.get("labels") or _EMPTY
+    keep = annotation_keys
+    if OWNERSHIP_MARKER in annotations:
+        keep = annotation_keys | claimed_keys(annotations) | {OWNERSHIP_MARKER}
+    kept_labels = {k: labels[k] for k in label_keys if k in labels} if label_keys else _EMPTY
+    kept = {k: annotations[k] for k in keep if k in annotations}
     return NodeView(
         name=name,
         created=parse_timestamp(metadata.get("creationTimestamp"), name),
         resource_version=str(metadata.get("resourceVersion", "")),
         uid=str(metadata.get("uid", "")),
         deleting=bool(metadata.get("deletionTimestamp")),
-        labels={k: labels[k] for k in label_keys if k in labels},
-        annotations={k: annotations[k] for k in keep if k in annotations},
+        labels=kept_labels or _EMPTY,
+        annotations=kept or _EMPTY,
     )
+
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})  # shared by every node without labels we read
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
