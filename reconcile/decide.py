@@ -187,7 +187,12 @@ class Plan:
 def claimed_keys(annotations: Mapping[str, str]) -> frozenset[str]:
     """Keys the ownership marker says this tool set."""
     raw = annotations.get(OWNERSHIP_MARKER, "")
+    if not raw:
+        return _NO_KEYS  # most nodes: no marker (a steady run decides on every node)
     return frozenset(k.strip() for k in raw.split(",") if k.strip())
+
+
+_NO_KEYS: frozenset[str] = frozenset()
 
 
 def marker_value(keys: Iterable[str]) -> str | None:
@@ -301,7 +306,9 @@ def hold_windows(
 
 def decide_node(node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mode) -> NodeDecision:
     claimed = claimed_keys(node.annotations)
-    relevant = list(hold.annotations) + sorted(claimed - set(hold.annotations))
+    relevant = hold.annotations
+    if claimed:
+        relevant = (*hold.annotations, *sorted(claimed - set(hold.annotations)))
     states = tuple((k, key_state(node.annotations, k, claimed)) for k in relevant)
     held = (
         mode is Mode.RECONCILE
