@@ -346,7 +346,7 @@ class Kube:
             # Ask for the next page now: the server works on it while this one is parsed.
             self._ahead = _Ahead(size, upcoming)
             self._ahead.start(lambda: self._list_request(size, upcoming, timeout))
-        with _gc_paused():
+        with gc_paused():
             page = json.loads(body) if body else {}
             del body
             views = [
@@ -623,8 +623,11 @@ def _peek_continue(body: bytes) -> str | None:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Parsing a page makes many small containers; the cyclic GC only slows that down."""
+def gc_paused() -> Iterator[None]:
+    """Parsing a page makes many small containers; the cyclic GC only slows that down.
+
+    Every collection also walks the Kubernetes client's hundreds of thousands of objects.
+    """
     was = gc.isenabled()
     gc.disable()
     try:

@@ -16,7 +16,15 @@ from datetime import UTC, datetime
 
 from reconcile.apply import ApplyResult, NodeResult, Pool, apply_plan, record_events
 from reconcile.decide import Mode, NodeView, Plan, Transition, decide
-from reconcile.kube import FIRST_PAGE, ApiError, Kube, MalformedNode, Page, TransportError
+from reconcile.kube import (
+    FIRST_PAGE,
+    ApiError,
+    Kube,
+    MalformedNode,
+    Page,
+    TransportError,
+    gc_paused,
+)
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter
 from reconcile.settings import OWNERSHIP_MARKER, Clock, HoldSettings, RunSettings
 
@@ -159,8 +167,9 @@ def run_once(
     stop = stop or threading.Event()
     kube.stop_on(stop)
     pool = make_pool(run, stop, kube.request_timeout, backoff)
-    listing = read_nodes(kube, hold, run, pool)
-    plan = decide(listing.nodes, listing.now, hold, mode)
+    with gc_paused():  # tens of thousands of records that live to the end: nothing to collect
+        listing = read_nodes(kube, hold, run, pool)
+        plan = decide(listing.nodes, listing.now, hold, mode)
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
     if run.dry_run or not write:
         return RunResult(plan, listing, dry_run=True, requests=kube.requests)
