@@ -584,7 +584,7 @@ class _Watchdog:
                 if call.cut:
                     continue
                 if now >= call.end:
-                    _shut(call, "{host} did not answer within {s:.1f}s (the answer was too slow)")
+                    _shut(call, "{host} did not answer in time (whole answer within {s:.1f}s)")
                 elif stopping:
                     _shut(call, "request to {host} abandoned: stopping")
 

@@ -225,7 +225,8 @@ def test_a_run_never_outlives_its_timeout_under_persistent_failures(
 ) -> None:
     old(api, *NAMES[:-1])
     young(api, NAMES[-1])
-    api.inject(Fault(method="GET", path=NODES + "$", delay=2.0, times=None))  # a slow list
+    # A slow list: two pages (a first page of FIRST_PAGE nodes, then the rest), 1 s each.
+    api.inject(Fault(method="GET", path=NODES + "$", delay=1.0, times=None))
     api.inject(Fault(method="PATCH", path="n00$", status=429, retry_after=30, times=None))
     api.inject(Fault(method="PATCH", delay=6.0, status=503, times=None))  # hangs, then 503
 
