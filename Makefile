@@ -17,17 +17,21 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
-## demo: replay a bundled day of batch-job churn through the real reconciler and compare
-## hold durations (docs/simulate.md); no cluster needed
+## demo: compare hold durations on a bundled day of batch-job churn (in memory, through the
+## reconciler's decision; docs/simulate.md), then run the real `node-holder reconcile` through a
+## short scale-up against the API test server (tests/kubeapi/demo.py); no cluster needed
 DEMO_ARGS ?= reconcile/examples/batch-day.yaml --compare 10m,40m,20m/group,20m/node
 demo: $(STAMP)
 	$(PY) -m reconcile simulate $(DEMO_ARGS)
+	$(PY) -m tests.kubeapi.demo
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 ## bench: the benchmark table (README "Performance")
 bench: $(STAMP)

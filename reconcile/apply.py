@@ -17,8 +17,19 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from reconcile.decide import NodePatch, NodeView, Plan, Transition
-from reconcile.kube import ApiError, Kube, MalformedNode, TransportError, Written
+from reconcile.client import (
+    ApiError,
+    Client,
+    Conflict,
+    Forbidden,
+    NotFound,
+    TransportError,
+    Unauthorized,
+    Unconfirmed,
+    node_event,
+)
+from reconcile.decide import NodePatch, Plan, Transition
+from reconcile.nodes import MalformedNode, NodeView
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
 from reconcile.settings import RunSettings
 
@@ -103,7 +114,7 @@ def _patch_node(
     plan: Plan,
     *,
     patch: NodePatch,
-    kube: Kube,
+    kube: Client,
     pool: Pool,
     reread: Callable[[str, float], NodeView | None],
     abort: _Abort,
@@ -125,29 +136,31 @@ def _patch_node(
             pool.limiter.acquire(pool.deadline, pool.stop)
             attempts += 1
 
-            def send(timeout: float, p: NodePatch = current) -> Written:
-                return kube.patch_node(p, timeout=timeout)
+            def send(timeout: float, p: NodePatch = current) -> str:
+                return kube.patch_node(p.node, p.body(), timeout=timeout)
 
             pool.retry(send, f"node/{patch.node}: patch")
             return result(Outcome.PATCHED)
+        except NotFound:
+            return result(Outcome.GONE)
+        except (Unauthorized, Forbidden) as exc:
+            abort.set(exc.explain())
+            return result(Outcome.FAILED, exc.explain())
+        except (Conflict, Unconfirmed) as exc:
+            # The node changed after we listed it, or we cannot tell whether the patch
+            # landed: either way, read it again and decide again (below).
+            why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
         except ApiError as exc:
-            if exc.status == 404:
-                return result(Outcome.GONE)
-            if exc.status in (401, 403):
-                abort.set(exc.explain())
-                return result(Outcome.FAILED, exc.explain())
-            if exc.status != 409:
-                return result(Outcome.FAILED, exc.explain())
+            return result(Outcome.FAILED, exc.explain())
         except TransportError as exc:
             return result(Outcome.FAILED, str(exc))
         except (Interrupted, DeadlineExceeded) as exc:
             why = "stopped by signal" if isinstance(exc, Interrupted) else "run timeout reached"
             return result(Outcome.NOT_SENT, why)
-        # 409 Conflict: the node changed after we listed it. Read it again and decide again.
         conflicts += 1
         if conflicts > MAX_CONFLICTS:
             return result(Outcome.FAILED, f"still conflicting after {MAX_CONFLICTS} re-reads")
-        log.info("node/%s: changed since listed (409); reading it again", patch.node)
+        log.info("node/%s: %s; reading it again", patch.node, why)
         try:
             fresh = pool.retry(
                 lambda timeout: reread(patch.node, timeout), f"node/{patch.node}: get"
@@ -175,7 +188,7 @@ def _patch_node_safely(plan: Plan, *, patch: NodePatch, **kw: Any) -> NodeResult
 
 def apply_plan(
     plan: Plan,
-    kube: Kube,
+    kube: Client,
     pool: Pool,
     reread: Callable[[str, float], NodeView | None],
     on_result: Callable[[NodeResult], None] | None = None,
@@ -230,7 +243,7 @@ def apply_plan(
 
 
 def record_events(
-    kube: Kube, plan: Plan, applied: ApplyResult, run: RunSettings, pool: Pool
+    kube: Client, plan: Plan, applied: ApplyResult, run: RunSettings, pool: Pool
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
     """An Event per hold that started, grew or ended, if any of its patches landed.
 
@@ -246,8 +259,16 @@ def record_events(
         if transition.window not in landed:
             continue
         try:
+            event = node_event(
+                node=transition.node,
+                node_uid=transition.node_uid or transition.node,
+                reason=transition.reason,
+                message=transition.message,
+                at=plan.now,
+                instance=instance,
+            )
             pool.retry(
-                lambda timeout, t=transition: kube.create_event(t, plan.now, instance, timeout),
+                lambda timeout, e=event: kube.create_event(e, timeout=timeout),
                 f"event {transition.reason} on node/{transition.node}",
             )
             sent.append(transition)

@@ -9,301 +9,93 @@ the commands: `node-holder --help` stays fast.
 from __future__ import annotations
 
 import json
-import logging
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import click
 
 from reconcile import __version__
+from reconcile.logs import error_line, log, verbosity
+from reconcile.options import settings_for
 from reconcile.settings import (
-    DEFAULT_ANNOTATION,
-    DEFAULT_GROUP_LABEL,
+    HISTORY_RANGE,
+    INTERVAL_RANGE,
+    KNOWN_HOLD_KEYS,
     Clock,
     ClusterAccess,
     ConfigError,
+    DurationRange,
     HoldSettings,
+    Invalid,
     Output,
     RunSettings,
     Scope,
-    annotation_keys_option,
     check_max_hold,
-    duration_option,
-    int_option,
-    label_key_option,
-    number_option,
-    selector_option,
+    parse_duration,
+    unread_keys,
 )
 
 EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG = 0, 1, 2
 PROG = "node-holder"
-log = logging.getLogger("reconcile")
 
 
 class RuntimeFailure(Exception):
     """A run that reached the API and failed there: exit 1, one line."""
 
 
-# --- options ----------------------------------------------------------------------
-
-Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+# --- option values -> settings ----------------------------------------------------------
 
 
-def _options(*decorators: Decorator) -> Decorator:
-    def apply(func: Callable[..., Any]) -> Callable[..., Any]:
-        for decorator in reversed(decorators):
-            func = decorator(func)
-        return func
-
-    return apply
-
-
-def _choice(name: str, env: str, choices: type, default: str, help: str) -> Decorator:
-    return click.option(
-        name,
-        envvar=env,
-        show_envvar=True,
-        default=default,
-        show_default=True,
-        type=click.Choice([str(c) for c in choices], case_sensitive=False),
-        help=help,
-    )
-
-
-hold_options = _options(
-    click.option(
-        "--hold-duration",
-        envvar="HOLD_DURATION",
-        show_envvar=True,
-        metavar="DURATION",
-        default="20m",
-        show_default=True,
-        help="Hold while the youngest node is younger than this: 90s, 20m, 1h30m, PT20M, "
-        "or a bare number of minutes.",
-    ),
-    click.option(
-        "--annotation",
-        "annotations",
-        envvar="HOLD_ANNOTATION",
-        show_envvar=True,
-        metavar="KEY",
-        multiple=True,
-        default=[DEFAULT_ANNOTATION],
-        show_default=True,
-        help="Hold annotation to set (repeatable; comma-separated in the env var). "
-        "karpenter.sh/do-not-consolidate for Karpenter before v0.32; "
-        "cluster-autoscaler.kubernetes.io/scale-down-disabled for cluster-autoscaler.",
-    ),
-    _choice(
-        "--hold-scope",
-        "HOLD_SCOPE",
-        Scope,
-        "cluster",
-        "cluster: a new node holds every node; group: only the nodes of its group "
-        "(--group-label); node: each node is held until it is one hold duration old.",
-    ),
-    click.option(
-        "--group-label",
-        envvar="HOLD_GROUP_LABEL",
-        show_envvar=True,
-        metavar="LABEL",
-        default=DEFAULT_GROUP_LABEL,
-        show_default=True,
-        help="Label whose value forms a group for --hold-scope group; "
-        "nodes without it form one group of their own.",
-    ),
-    click.option(
-        "--trigger-selector",
-        envvar="HOLD_TRIGGER_SELECTOR",
-        show_envvar=True,
-        metavar="SELECTOR",
-        default="",
-        help="Label selector: only these nodes' arrival starts a hold "
-        "(e.g. karpenter.sh/nodepool). Default: every node.",
-    ),
-    click.option(
-        "--node-selector",
-        envvar="HOLD_NODE_SELECTOR",
-        show_envvar=True,
-        metavar="SELECTOR",
-        default="",
-        help="Label selector: only these nodes get held. Default: every node.",
-    ),
-    click.option(
-        "--max-hold",
-        envvar="HOLD_MAX_DURATION",
-        show_envvar=True,
-        metavar="DURATION",
-        default="",
-        help="Cap one stretch of holding at this long, even while nodes keep arriving; "
-        "then stay free for one hold duration. Default: no cap.",
-    ),
-)
-
-access_options = _options(
-    click.option(
-        "--kubeconfig",
-        envvar="KUBECONFIG",
-        show_envvar=True,
-        metavar="PATH",
-        default=None,
-        help="Kubeconfig file. Default: in-cluster service account inside a pod, "
-        "else ~/.kube/config.",
-    ),
-    click.option(
-        "--context",
-        envvar="NODE_HOLDER_CONTEXT",
-        show_envvar=True,
-        metavar="NAME",
-        default=None,
-        help="Kubeconfig context. Default: the current context.",
-    ),
-)
-
-
-def read_options(timeout_default: str = "45s") -> Decorator:
-    return _options(
-        _choice(
-            "--clock",
-            "NODE_HOLDER_CLOCK",
-            Clock,
-            "server",
-            "Whose clock is now: the API server's (its Date header) or this machine's.",
-        ),
-        click.option(
-            "--timeout",
-            envvar="NODE_HOLDER_TIMEOUT",
-            show_envvar=True,
-            metavar="DURATION",
-            default=timeout_default,
-            show_default=True,
-            help="Deadline for the whole run; keep it below the CronJob's activeDeadlineSeconds.",
-        ),
-        click.option(
-            "--request-timeout",
-            envvar="NODE_HOLDER_REQUEST_TIMEOUT",
-            show_envvar=True,
-            metavar="DURATION",
-            default="10s",
-            show_default=True,
-            help="Give up on one request after this long (it is then retried within --timeout).",
-        ),
-        click.option(
-            "--page-size",
-            envvar="NODE_HOLDER_PAGE_SIZE",
-            show_envvar=True,
-            metavar="N",
-            default="500",
-            show_default=True,
-            help="Nodes per list page (metadata only).",
-        ),
-    )
-
-
-write_options = _options(
-    click.option(
-        "--dry-run",
-        envvar="NODE_HOLDER_DRY_RUN",
-        show_envvar=True,
-        is_flag=True,
-        default=False,
-        help="Change nothing; print the decision and each patch that would be sent.",
-    ),
-    click.option(
-        "--workers",
-        envvar="NODE_HOLDER_WORKERS",
-        show_envvar=True,
-        metavar="N",
-        default="8",
-        show_default=True,
-        help="Patches in flight at once.",
-    ),
-    click.option(
-        "--qps",
-        envvar="NODE_HOLDER_QPS",
-        show_envvar=True,
-        metavar="N",
-        default="1000",
-        show_default=True,
-        help="Client-side limit on requests per second (0: no limit).",
-    ),
-    click.option(
-        "--events/--no-events",
-        envvar="NODE_HOLDER_EVENTS",
-        show_envvar=True,
-        default=True,
-        show_default=True,
-        help="Record a Kubernetes Event when a hold starts, grows or ends.",
-    ),
-)
-
-output_options = _options(
-    _choice(
-        "--output",
-        "NODE_HOLDER_OUTPUT",
-        Output,
-        "text",
-        "Results on stdout: text or one JSON object.",
-    ),
-    _choice(
-        "--log-format",
-        "NODE_HOLDER_LOG_FORMAT",
-        Output,
-        "text",
-        "Logs on stderr: text or JSON lines.",
-    ),
-    click.option(
-        "-v",
-        "--verbose",
-        envvar="NODE_HOLDER_VERBOSE",
-        show_envvar=True,
-        count=True,
-        help="More logs (-v: info, -vv: debug) and tracebacks on errors.",
-    ),
-)
-
-
-# --- option text -> settings --------------------------------------------------------
-
-
-def hold_settings(opts: dict[str, Any]) -> HoldSettings:
-    max_hold = opts.get("max_hold") or ""
+def hold_settings(params: dict[str, Any]) -> HoldSettings:
+    """The decision's settings from already-parsed option values (`reconcile.options`)."""
     hold = HoldSettings(
-        hold_duration=duration_option(opts["hold_duration"], "--hold-duration", "HOLD_DURATION"),
-        annotations=annotation_keys_option(opts["annotations"], "--annotation", "HOLD_ANNOTATION"),
-        scope=Scope(opts["hold_scope"].lower()),
-        group_label=label_key_option(opts["group_label"], "--group-label", "HOLD_GROUP_LABEL"),
-        trigger_selector=selector_option(
-            opts["trigger_selector"], "--trigger-selector", "HOLD_TRIGGER_SELECTOR"
-        ),
-        node_selector=selector_option(
-            opts["node_selector"], "--node-selector", "HOLD_NODE_SELECTOR"
-        ),
-        max_hold=duration_option(max_hold, "--max-hold", "HOLD_MAX_DURATION")
-        if max_hold.strip()
-        else None,
+        hold_duration=params["hold_duration"],
+        annotations=_flat(params["annotations"]),
+        scope=Scope(params["hold_scope"]),
+        group_label=params["group_label"],
+        trigger_selector=params["trigger_selector"],
+        node_selector=params["node_selector"],
+        max_hold=params["max_hold"],
     )
     check_max_hold(hold)
     return hold
 
 
-def run_settings(opts: dict[str, Any]) -> RunSettings:
-    timeout = duration_option(opts["timeout"], "--timeout", "NODE_HOLDER_TIMEOUT")
+def run_settings(params: dict[str, Any], *, dry_run: bool | None = None) -> RunSettings:
+    """How one run behaves; settings a command does not take keep their defaults."""
+    defaults = RunSettings()
     return RunSettings(
-        dry_run=bool(opts.get("dry_run", False)),
-        clock=Clock(opts["clock"].lower()),
-        timeout=timeout,
-        workers=int_option(opts.get("workers", "1"), "--workers", "NODE_HOLDER_WORKERS", 1, 64),
-        qps=number_option(opts.get("qps", "0"), "--qps", "NODE_HOLDER_QPS", 0, 10_000),
-        page_size=int_option(opts["page_size"], "--page-size", "NODE_HOLDER_PAGE_SIZE", 1, 10_000),
-        events=bool(opts.get("events", False)),
-        output=Output(opts["output"].lower()),
+        dry_run=params.get("dry_run", False) if dry_run is None else dry_run,
+        clock=Clock(params["clock"]),
+        timeout=params["timeout"],
+        workers=params.get("workers", defaults.workers),
+        qps=params.get("qps", defaults.qps),
+        page_size=params["page_size"],
+        events=params.get("events", defaults.events),
+        output=Output(params["output"]),
     )
+
+
+def access_settings(params: dict[str, Any]) -> ClusterAccess:
+    return ClusterAccess(
+        kubeconfig=params.get("kubeconfig"),
+        context=params.get("context"),
+        request_timeout=params["request_timeout"].total_seconds(),
+    )
+
+
+def _flat(values: Any) -> tuple[str, ...]:
+    """Keys from a repeated flag (a tuple per flag) or the env var (one tuple), in order."""
+    if values and isinstance(values[0], str):
+        return tuple(values)
+    keys: list[str] = []
+    for group in values:
+        keys.extend(k for k in group if k not in keys)
+    return tuple(keys)
 
 
 @dataclass(frozen=True)
@@ -312,62 +104,28 @@ class Invocation:
     hold: HoldSettings
     run: RunSettings
     access: ClusterAccess
-    verbose: int
 
 
-def parse(command: str, opts: dict[str, Any]) -> Invocation:
-    setup_logging(opts.get("log_format", "text"), opts.get("verbose", 0))
-    return Invocation(
-        command=command,
-        hold=hold_settings(opts),
-        run=run_settings(opts),
-        access=ClusterAccess(
-            kubeconfig=opts.get("kubeconfig"),
-            context=opts.get("context"),
-            request_timeout=duration_option(
-                opts["request_timeout"], "--request-timeout", "NODE_HOLDER_REQUEST_TIMEOUT"
-            ).total_seconds(),
-        ),
-        verbose=opts.get("verbose", 0),
-    )
-
-
-# --- logging -----------------------------------------------------------------------
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def setup_logging(fmt: str, verbose: int) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if str(fmt).lower() == "json":
-        handler.setFormatter(_JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
-    level = logging.DEBUG if verbose >= 2 else logging.INFO if verbose == 1 else logging.WARNING
-    log.setLevel(level)
-    logging.getLogger("urllib3").setLevel(logging.DEBUG if verbose >= 3 else logging.ERROR)
+def _warn_about_keys(keys: tuple[str, ...]) -> None:
+    for key in unread_keys(keys):
+        log.warning(
+            "--annotation (HOLD_ANNOTATION): %r is not read by Karpenter or cluster-autoscaler "
+            "(they read %s); it is set anyway",
+            key,
+            ", ".join(KNOWN_HOLD_KEYS),
+        )
 
 
 # --- commands ----------------------------------------------------------------------
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    invoke_without_command=True,
+)
 @click.version_option(__version__, "--version", prog_name=PROG)
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Hold Karpenter nodes for a while after a scale-up, to stop node churn.
 
     While any node is younger than the hold duration, every node carries
@@ -379,15 +137,13 @@ def cli() -> None:
     Exit codes: 0 done (dry runs too), 1 API or runtime failure,
     2 bad input or configuration (nothing was sent to the API).
     """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 @cli.command()
-@hold_options
-@write_options
-@read_options()
-@access_options
-@output_options
-def reconcile(**opts: Any) -> None:
+@settings_for("reconcile")
+def reconcile(**params: Any) -> None:
     """One pass: hold or release the nodes, then exit.
 
     \b
@@ -396,44 +152,46 @@ def reconcile(**opts: Any) -> None:
       node-holder reconcile --hold-duration 30m --output json
       HOLD_DURATION=45m node-holder reconcile
     """
-    _execute(parse("reconcile", opts), mode="reconcile")
+    hold = hold_settings(params)
+    _warn_about_keys(hold.annotations)
+    _execute(Invocation("reconcile", hold, run_settings(params), access_settings(params)))
 
 
 @cli.command()
-@hold_options
-@read_options()
-@access_options
-@output_options
-def status(**opts: Any) -> None:
+@settings_for("status")
+def status(**params: Any) -> None:
     """Read-only: the decision reconcile would take now, and each node's state.
 
     A node is "held by us" (this tool set its hold annotation), "held by others"
-    (someone else did, whatever the value) or "free".
+    (someone else set it to "true"), "exempt" (someone set it to "false": Karpenter may
+    disrupt it) or "free".
     """
-    _execute(parse("status", opts), mode="status")
+    hold = hold_settings(params)
+    _warn_about_keys(hold.annotations)
+    run = run_settings(params, dry_run=True)
+    _execute(Invocation("status", hold, run, access_settings(params)))
 
 
 @cli.command()
-@hold_options
-@write_options
-@read_options()
-@access_options
-@output_options
-def release(**opts: Any) -> None:
+@settings_for("release")
+def release(**params: Any) -> None:
     """Remove every hold this tool owns, whatever the node ages.
 
     Run it before uninstalling, or in an emergency. Annotations set by anyone
-    else stay. Honours --dry-run.
+    else stay. Honours --dry-run. Hold settings (duration, scope, selectors,
+    --max-hold) do not apply and their environment variables are not read;
+    --annotation names custom hold keys to remove besides the well-known ones.
     """
-    _execute(parse("release", opts), mode="release")
+    hold = HoldSettings(annotations=_flat(params["annotations"]))
+    _execute(Invocation("release", hold, run_settings(params), access_settings(params)))
 
 
-# --- simulate (issue 8): replay a node timeline; owned by the simulate work --------------
+# --- simulate: replay a node timeline in memory (docs/simulate.md) ---------------------------
 
 
 @cli.command()
 @click.argument("timeline", nargs=-1, required=True, metavar="TIMELINE...")
-@hold_options
+@settings_for("simulate")
 @click.option(
     "--compare",
     default="",
@@ -475,29 +233,21 @@ def release(**opts: Any) -> None:
     metavar="FILE.png",
     help="Also draw nodes held over time into a PNG (needs matplotlib).",
 )
-@click.option(
-    "--jobs",
-    default="0",
-    show_default=True,
-    metavar="N",
-    help="Configurations replayed at once, each in its own process (0: one per CPU core).",
-)
+@click.option("--jobs", default=None, hidden=True, help="Ignored: the replay is in memory.")
 @click.option(
     "--events/--no-events",
     default=True,
     show_default=True,
     help="Record Events during the replay, as the CronJob does (they are counted).",
 )
-@output_options
 def simulate(timeline: tuple[str, ...], **opts: Any) -> None:
-    """Replay a node timeline through the real reconciler, to choose a hold duration.
+    """Replay a node timeline through the reconciler's decision, to choose a hold duration.
 
     TIMELINE is YAML, JSON or CSV (`nodes: [{name, created, deleted, labels}]`),
     or kubectl output: `kubectl get nodes -o json`, `kubectl get nodeclaims -o json`
-    or node Events; several files are merged, `-` reads standard input. Each
-    configuration gets its own API test server with a simulated clock, and every
-    run goes over HTTP through the same code as the CronJob. No cluster is touched.
-    See docs/simulate.md.
+    or node Events; several files are merged, `-` reads standard input. Every run
+    decides with the same pure decide() as the CronJob and applies its patches to
+    the nodes in memory. No cluster is touched. See docs/simulate.md.
 
     \b
     Examples:
@@ -509,74 +259,65 @@ def simulate(timeline: tuple[str, ...], **opts: Any) -> None:
 
 
 def _simulate(paths: tuple[str, ...], opts: dict[str, Any]) -> None:
-    # Imported here: the replay needs the Kubernetes client; --help doesn't.
+    # Imported here: --help needs none of it.
     from reconcile.simulate import plot  # noqa: PLC0415
     from reconcile.simulate import report as simulate_report  # noqa: PLC0415
     from reconcile.simulate.replay import (  # noqa: PLC0415
+        Asked,
+        ReplayOptions,
         SimulationFailed,
-        configurations,
-        parse_compare,
-        replay_window,
+        prepare,
     )
     from reconcile.simulate.replay import simulate as run_simulation  # noqa: PLC0415
-    from reconcile.simulate.timeline import load_timeline, parse_time  # noqa: PLC0415
 
-    setup_logging(opts["log_format"], opts["verbose"])
-    base = hold_settings(opts)
-    holds = configurations(base, parse_compare(opts["compare"], base))
-    interval = duration_option(opts["interval"], "--interval", None)
-    if interval.total_seconds() < 10 or interval.total_seconds() % 1:
-        raise ConfigError("--interval: use whole seconds, at least 10s (the CronJob runs every 1m)")
-
-    def moment(option: str) -> Any:
-        raw = opts[option.lstrip("-")]
-        if raw is None:
-            return None
-        try:
-            return parse_time(raw)
-        except ValueError as exc:
-            raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
-
-    start, end = moment("--start"), moment("--end")
-    last = duration_option(opts["last"], "--last", None) if opts["last"] else None
-    jobs = str(opts["jobs"]).strip()
-    if not jobs.isdigit() or int(jobs) > 64:
-        raise ConfigError(f"--jobs: {jobs!r} is not a number from 0 to 64 (0: one per core)")
+    if opts["jobs"] is not None:
+        click.echo(f"{PROG}: note: --jobs is ignored: simulate runs in one process", err=True)
+    interval = _simulate_duration(opts["interval"], "--interval", INTERVAL_RANGE)
+    last = _simulate_duration(opts["last"], "--last", HISTORY_RANGE) if opts["last"] else None
     if opts["plot"]:
         plot.check_available(opts["plot"])
-    timeline = load_timeline(list(paths))
-    window = replay_window(timeline, holds, interval, start=start, end=end, last=last)
     try:
-        result = run_simulation(timeline, window, holds, events=opts["events"], jobs=int(jobs))
+        asked = Asked(opts["compare"], interval, opts["start"], opts["end"], last)
+        request = prepare(paths, hold_settings(opts), asked)
+        progress = simulate_report.ProgressLine(sys.stderr, len(request.holds))
+        result = run_simulation(*request, ReplayOptions(opts["events"], progress))
+        progress.close()
     except SimulationFailed as exc:
         raise RuntimeFailure(f"simulate: {exc}") from None
+    except KeyboardInterrupt:
+        click.echo(f"\n{PROG}: interrupted", err=True)
+        sys.exit(130)  # 128 + SIGINT, as a shell reports it
     if opts["plot"]:
         plot.write_png(result, opts["plot"])
-    if str(opts["output"]).lower() == "json":
-        data = simulate_report.render_json(result)
-        if opts["plot"]:
-            data["plot"] = opts["plot"]
-        click.echo(json.dumps(data, indent=2))
-        return
-    for line in simulate_report.render_text(result):
+    for line in simulate_report.render(result, str(opts["output"]).lower(), opts["plot"]):
         click.echo(line)
-    if opts["plot"]:
-        click.echo(f"Plot written to {opts['plot']}.")
+
+
+def _simulate_duration(text: str, flag: str, bounds: DurationRange) -> Any:
+    try:
+        return parse_duration(text, bounds)
+    except Invalid as exc:
+        raise ConfigError(f"{flag}: {text!r} {exc}") from None
 
 
 # --- end of simulate -------------------------------------------------------------------
 
 
-def _execute(inv: Invocation, mode: str) -> None:
+def _execute(inv: Invocation) -> None:
+    mode = inv.command
     # Imported here: the Kubernetes client is slow to import and --help doesn't need it.
     from reconcile import report  # noqa: PLC0415
+    from reconcile.access import load_configuration  # noqa: PLC0415
+    from reconcile.client import Client  # noqa: PLC0415
     from reconcile.decide import Mode  # noqa: PLC0415
-    from reconcile.kube import Kube, load_configuration  # noqa: PLC0415
+    from reconcile.read import ListFailed  # noqa: PLC0415
     from reconcile.retry import Interrupted  # noqa: PLC0415
-    from reconcile.run import ListFailed, run_once  # noqa: PLC0415
+    from reconcile.run import run_once  # noqa: PLC0415
 
-    configuration = load_configuration(inv.access, pool_size=inv.run.workers + 1)
-    kube = Kube(
+    configuration = load_configuration(
+        inv.access, pool_size=inv.run.workers + 1, plugin_timeout=inv.run.timeout.total_seconds()
+    )
+    kube = Client(
         configuration,
         request_timeout=min(inv.access.request_timeout, inv.run.timeout.total_seconds()),
     )
@@ -588,7 +329,6 @@ def _execute(inv: Invocation, mode: str) -> None:
             inv.hold,
             inv.run,
             mode=Mode.RELEASE if mode == "release" else Mode.RECONCILE,
-            write=mode != "status",
             stop=stop,
         )
     except ListFailed as exc:
@@ -611,7 +351,7 @@ def _execute(inv: Invocation, mode: str) -> None:
             if mode == "status"
             else report.render_json(result, mode)
         )
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(data, separators=(",", ":")))  # one JSON line: the last
     else:
         lines = (
             report.render_status_text(result) if mode == "status" else report.render_text(result)
@@ -657,13 +397,12 @@ def _on_signals(stop: threading.Event) -> None:
 
 
 def _fail(code: int, message: str) -> NoReturn:
-    click.echo(f"{PROG}: error: {message}", err=True)
+    click.echo(error_line(PROG, message), err=True)
     sys.exit(code)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console script: exit 0/1/2 with one line on stderr, never a traceback unless -v."""
-    verbose = any(a in ("-v", "-vv", "-vvv", "--verbose") for a in (argv or sys.argv[1:]))
     try:
         cli.main(args=argv, prog_name=PROG, standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -682,7 +421,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _fail(EXIT_RUNTIME, "interrupted")
     except Exception as exc:  # the last line of defence: one line, exit 1
-        if verbose:
+        if verbosity():
             traceback.print_exc()
         _fail(EXIT_RUNTIME, f"unexpected {type(exc).__name__}: {exc} (run with -v for a traceback)")
     sys.exit(EXIT_OK)

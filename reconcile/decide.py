@@ -11,6 +11,12 @@ Rules, all in this file:
   patch that sets them. It removes a hold annotation only if the marker claims
   it and its value is still the one the tool wrote; otherwise the claim is
   dropped and the annotation stays (someone else took it over).
+- `--max-hold` is a hard bound on continuous holding. A stretch's start is written
+  as `node-holder.dev/hold-started` in the same patch as the hold annotation, so
+  the bound holds when the stretch's first nodes go away. When the cap ends a
+  stretch, the releasing patch writes `node-holder.dev/free-until` (cap + hold
+  duration): until then no new hold starts in that window. Both go away with
+  the hold, or once the free period is over.
 - Only nodes whose annotations must change get a patch.
 """
 
@@ -18,11 +24,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from reconcile.nodes import NodeView, claimed_keys
 from reconcile.settings import (
+    FREE_UNTIL,
+    HOLD_STARTED,
     HOLD_VALUE,
     OWNERSHIP_MARKER,
     HoldSettings,
@@ -38,21 +47,9 @@ class Mode(StrEnum):
 
 class KeyState(StrEnum):
     OURS = "ours"  # present, claimed by the ownership marker, value as we wrote it
-    FOREIGN = "foreign"  # present, set by someone else (or taken over)
+    FOREIGN = "foreign"  # "true", set by someone else (or taken over): held by others
+    EXEMPT = "exempt"  # another value ("false"), set by someone: Karpenter may disrupt it
     FREE = "free"  # absent
-
-
-@dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
-class NodeView:
-    """The few facts about a node that the decision needs."""
-
-    name: str
-    created: datetime
-    resource_version: str = ""
-    uid: str = ""
-    deleting: bool = False
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -68,6 +65,7 @@ class HoldWindow:
     capped: bool = False  # hold_until was cut short by --max-hold
     triggers: int = 0
     nodes: int = 0
+    free_until: datetime | None = None  # after a capped stretch: no hold before this
 
 
 @dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
@@ -93,7 +91,9 @@ class NodePatch:
             return "add"
         if self.removed:
             return "remove"
-        return "disown"
+        if any(key == OWNERSHIP_MARKER for key, _ in self.changes):
+            return "disown"
+        return "tidy"  # only this tool's own bookkeeping annotations change
 
 
 @dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
@@ -108,12 +108,14 @@ class NodeDecision:
 
     @property
     def state(self) -> str:
-        """`held by us`, `held by others` or `free`, as `status` shows it."""
+        """`held by us`, `held by others`, `exempt` or `free`, as `status` shows it."""
         states = {s for _, s in self.keys}
         if KeyState.OURS in states:
             return "held by us"
         if KeyState.FOREIGN in states:
             return "held by others"
+        if KeyState.EXEMPT in states:
+            return "exempt"
         return "free"
 
 
@@ -126,16 +128,6 @@ class Transition:
     node: str  # the node the event is attached to (the youngest trigger node)
     node_uid: str
     message: str
-
-
-@dataclass(frozen=True)
-class Summary:
-    added: int
-    removed: int
-    disowned: int
-    unchanged: int
-    foreign: int
-    deleting: int
 
 
 @dataclass(frozen=True)
@@ -161,38 +153,16 @@ class Plan:
                 return w
         return None
 
-    def summary(self) -> Summary:
-        patches = self.patches
-        return Summary(
-            added=sum(1 for p in patches if p.added),
-            removed=sum(1 for p in patches if p.removed and not p.added),
-            disowned=sum(1 for p in patches if not p.added and not p.removed),
-            unchanged=sum(1 for d in self.decisions if d.patch is None and not d.deleting),
-            foreign=sum(1 for d in self.decisions if any(s is KeyState.FOREIGN for _, s in d.keys)),
-            deleting=sum(1 for d in self.decisions if d.deleting),
-        )
-
     def decide_again(self, node: NodeView) -> NodeDecision:
         """Decide for one node re-read after a 409, keeping this plan's hold windows."""
         name = window_name(node, self.hold)
         found = self.window(name)
         if found is None:
             found = _window(name, [node], self.now, self.hold)
-        return decide_node(node, found, self.hold, self.mode)
+        return decide_node(node, found, self.hold, self.mode, now=self.now)
 
 
 # --- ownership ---------------------------------------------------------------
-
-
-def claimed_keys(annotations: Mapping[str, str]) -> frozenset[str]:
-    """Keys the ownership marker says this tool set."""
-    raw = annotations.get(OWNERSHIP_MARKER, "")
-    if not raw:
-        return _NO_KEYS  # most nodes: no marker (a steady run decides on every node)
-    return frozenset(k.strip() for k in raw.split(",") if k.strip())
-
-
-_NO_KEYS: frozenset[str] = frozenset()
 
 
 def marker_value(keys: Iterable[str]) -> str | None:
@@ -203,9 +173,9 @@ def marker_value(keys: Iterable[str]) -> str | None:
 def key_state(annotations: Mapping[str, str], key: str, claimed: frozenset[str]) -> KeyState:
     if key not in annotations:
         return KeyState.FREE
-    if key in claimed and annotations[key] == HOLD_VALUE:
-        return KeyState.OURS
-    return KeyState.FOREIGN
+    if annotations[key] != HOLD_VALUE:
+        return KeyState.EXEMPT
+    return KeyState.OURS if key in claimed else KeyState.FOREIGN
 
 
 # --- hold windows ------------------------------------------------------------
@@ -265,6 +235,33 @@ def _stretches(
     return result
 
 
+def _recorded(members: Sequence[NodeView], key: str, ours_only: bool) -> list[datetime]:
+    """Valid times this tool wrote under `key` (on nodes it still holds, if `ours_only`)."""
+    found = []
+    for node in members:
+        raw = node.annotations.get(key)
+        if raw is None or (ours_only and not _holds_ours(node)):
+            continue
+        moment = parse_stamp(raw)
+        if moment is not None:
+            found.append(moment)
+    return found
+
+
+def _holds_ours(node: NodeView) -> bool:
+    claimed = claimed_keys(node.annotations)
+    return any(key_state(node.annotations, k, claimed) is KeyState.OURS for k in claimed)
+
+
+def parse_stamp(raw: str) -> datetime | None:
+    """One of our own RFC 3339 UTC stamps (`2026-11-22T20:41:22Z`); None if someone broke it."""
+    try:
+        moment = datetime.strptime(raw, "%Y-%m-%dT%H:%M:%SZ")
+    except (TypeError, ValueError):
+        return None
+    return moment.replace(tzinfo=UTC)
+
+
 def _window(
     name: str, members: Sequence[NodeView], now: datetime, hold: HoldSettings
 ) -> HoldWindow:
@@ -272,21 +269,32 @@ def _window(
         (n for n in members if not n.deleting and hold.trigger_selector.matches(n.labels)),
         key=lambda n: (n.created, n.name),
     )
+    frees = _recorded(members, FREE_UNTIL, ours_only=False) if hold.max_hold else []
+    free_until = max(frees) if frees and max(frees) > now else None
     if not triggers:
-        return HoldWindow(name=name, held=False, nodes=len(members))
+        return HoldWindow(name=name, held=False, nodes=len(members), free_until=free_until)
     stretches = _stretches([n.created for n in triggers], hold.hold_duration, hold.max_hold)
     last = stretches[-1]
+    start, until, capped = last.start, last.until, last.capped
+    if hold.max_hold is not None:
+        # The stretch may have begun before its oldest surviving node: the stamp says when.
+        starts = [t for t in _recorded(members, HOLD_STARTED, ours_only=True) if t <= now]
+        if starts and min(starts) < start:
+            start = min(starts)
+            if until > start + hold.max_hold:
+                until, capped = start + hold.max_hold, True
     youngest = triggers[-1]
     return HoldWindow(
         name=name,
-        held=now < last.until,
+        held=now < until and free_until is None,
         youngest=youngest.name,
         youngest_created=youngest.created,
-        hold_until=last.until,
-        stretch_start=last.start,
-        capped=last.capped,
+        hold_until=until,
+        stretch_start=start,
+        capped=capped,
         triggers=len(triggers),
         nodes=len(members),
+        free_until=free_until,
     )
 
 
@@ -304,7 +312,14 @@ def hold_windows(
 # --- per node ----------------------------------------------------------------
 
 
-def decide_node(node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mode) -> NodeDecision:
+def decide_node(
+    node: NodeView,
+    window: HoldWindow,
+    hold: HoldSettings,
+    mode: Mode,
+    *,
+    now: datetime | None = None,
+) -> NodeDecision:
     claimed = claimed_keys(node.annotations)
     relevant = hold.annotations
     if claimed:
@@ -341,12 +356,13 @@ def decide_node(node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mo
             changes[key] = None
             removed.append(key)
             owned.discard(key)
-        elif state is KeyState.FOREIGN:
+        elif state in (KeyState.FOREIGN, KeyState.EXEMPT):
             owned.discard(key)  # someone else's now: never ours to remove
         elif state is KeyState.FREE and not wanted:
             owned.discard(key)  # claimed but gone: forget the claim
     if owned != claimed or (not owned and OWNERSHIP_MARKER in node.annotations):
         changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
+    changes.update(_bookkeeping(node, window, hold, mode, owned=bool(owned), now=now))
     if not changes:
         return decision
     patch = NodePatch(
@@ -358,6 +374,38 @@ def decide_node(node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mo
         window=window.name,
     )
     return replace(decision, patch=patch)
+
+
+def _bookkeeping(
+    node: NodeView,
+    window: HoldWindow,
+    hold: HoldSettings,
+    mode: Mode,
+    *,
+    owned: bool,
+    now: datetime | None,
+) -> dict[str, str | None]:
+    """The --max-hold stamps: set with the hold, removed with it or once stale."""
+    changes: dict[str, str | None] = {}
+    annotations = node.annotations
+    keep_started = owned and hold.max_hold is not None and mode is Mode.RECONCILE
+    if keep_started and HOLD_STARTED not in annotations and window.stretch_start:
+        changes[HOLD_STARTED] = _iso(window.stretch_start)
+    elif not keep_started and HOLD_STARTED in annotations:
+        changes[HOLD_STARTED] = None
+    had_ours = _holds_ours(node)
+    released_by_cap = (
+        had_ours and not owned and window.capped and mode is Mode.RECONCILE and not window.held
+    )
+    free = parse_stamp(annotations.get(FREE_UNTIL, ""))
+    free_from_cap = window.hold_until + hold.hold_duration if window.hold_until else None
+    if released_by_cap and free_from_cap and (now is None or free_from_cap > now):
+        changes[FREE_UNTIL] = _iso(free_from_cap)
+    elif FREE_UNTIL in annotations and (
+        mode is Mode.RELEASE or free is None or owned or (now is not None and free <= now)
+    ):
+        changes[FREE_UNTIL] = None  # the free period is over (or was never ours to keep)
+    return changes
 
 
 # --- the whole plan ----------------------------------------------------------
@@ -422,7 +470,7 @@ def decide(
     """The whole decision for one run."""
     windows = hold_windows(nodes, now, hold)
     decisions = tuple(
-        decide_node(node, windows[window_name(node, hold)], hold, mode) for node in nodes
+        decide_node(node, windows[window_name(node, hold)], hold, mode, now=now) for node in nodes
     )
     uids = {n.name: n.uid for n in nodes}
     return Plan(

@@ -7,6 +7,8 @@ summary line per run.
 from __future__ import annotations
 
 import json
+from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -28,27 +30,33 @@ def _body(patch: NodePatch) -> str:
     return json.dumps(patch.body(), separators=(",", ":"), sort_keys=False)
 
 
+def _what(patch: NodePatch, past: bool) -> str:
+    """Every key a patch adds and removes, e.g. `add a, remove b` / `added a, removed b`."""
+    add, remove = ("added", "removed") if past else ("add", "remove")
+    parts = []
+    if patch.added:
+        parts.append(f"{add} {_keys(patch.added)}")
+    if patch.removed:
+        parts.append(f"{remove} {_keys(patch.removed)}")
+    if parts:
+        return ", ".join(parts)
+    if patch.action == "disown":
+        verb = "dropped" if past else "drop"
+        return f"{verb} ownership of annotations someone else changed"
+    verb = "tidied" if past else "tidy"
+    return f"{verb} {_keys(tuple(k for k, _ in patch.changes))}"
+
+
 def patch_line(patch: NodePatch, result: NodeResult | None, dry_run: bool) -> str:
     """`node/x: would add karpenter.sh/do-not-disrupt {...}` and friends."""
-    what = {
-        "add": f"add {_keys(patch.added)}",
-        "remove": f"remove {_keys(patch.removed)}",
-        "disown": "drop ownership of annotations someone else changed",
-    }[patch.action]
-    if patch.added and patch.removed:
-        what = f"add {_keys(patch.added)}, remove {_keys(patch.removed)}"
+    what = _what(patch, past=False)
     if dry_run:
         return f"node/{patch.node}: would {what} {_body(patch)}"
     assert result is not None
-    past = {
-        "add": f"added {_keys(patch.added)}",
-        "remove": f"removed {_keys(patch.removed)}",
-        "disown": "dropped ownership of annotations someone else changed",
-    }[patch.action]
     match result.outcome:
         case Outcome.PATCHED:
             extra = f" (after {result.conflicts} conflict(s))" if result.conflicts else ""
-            return f"node/{patch.node}: {past}{extra}"
+            return f"node/{patch.node}: {_what(result.patch, past=True)}{extra}"
         case Outcome.SETTLED:
             return f"node/{patch.node}: changed by someone else meanwhile; nothing left to do"
         case Outcome.GONE:
@@ -86,22 +94,92 @@ def describe_window(window: HoldWindow, now: datetime, plan: Plan) -> str:
     return f"released: youngest node {window.youngest} is {age} old, hold ended at {until}"
 
 
+@dataclass(frozen=True)
+class Tally:
+    """Each node in exactly one category; writes counted only where they landed."""
+
+    nodes: int
+    categories: dict[str, int]  # category -> nodes, in the order they are printed
+    failed_by_action: dict[str, int]  # what the failed patches would have done
+    keys_added: dict[str, int]  # key -> nodes it landed on
+    keys_removed: dict[str, int]
+
+
+#: Always printed, even at 0; the others only when they happen.
+_ALWAYS = ("added", "removed", "unchanged", "held by others", "exempt", "deleting")
+_ORDER = (
+    "added",
+    "removed",
+    "switched",
+    "disowned",
+    "tidied",
+    "failed",
+    "unchanged",
+    "held by others",
+    "exempt",
+    "deleting",
+    "gone",
+)
+
+
+def _landed_category(patch: NodePatch) -> str:
+    if patch.added and patch.removed:
+        return "switched"  # one key added and another removed in the same patch
+    if patch.added:
+        return "added"
+    if patch.removed:
+        return "removed"
+    return "disowned" if patch.action == "disown" else "tidied"
+
+
+def tally(result: RunResult) -> Tally:
+    outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
+    counts: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    added: Counter[str] = Counter()
+    removed: Counter[str] = Counter()
+    for decision in result.plan.decisions:
+        patch, outcome = decision.patch, outcomes.get(decision.node)
+        if decision.deleting:
+            category = "deleting"
+        elif patch is not None and (result.dry_run or outcome is None):
+            category = _landed_category(patch)  # planned: the dry run's "would be"
+            added.update(patch.added)
+            removed.update(patch.removed)
+        elif patch is not None and outcome is not None and outcome.outcome is Outcome.PATCHED:
+            category = _landed_category(outcome.patch)
+            added.update(outcome.patch.added)
+            removed.update(outcome.patch.removed)
+        elif patch is not None and outcome is not None and outcome.outcome is Outcome.GONE:
+            category = "gone"
+        elif patch is not None and outcome is not None and outcome.outcome is Outcome.SETTLED:
+            category = "unchanged"
+        elif patch is not None:
+            category = "failed"
+            failed[patch.action] += 1
+        else:
+            category = {"held by others": "held by others", "exempt": "exempt"}.get(
+                decision.state, "unchanged"
+            )
+        counts[category] += 1
+    shown = {c: counts[c] for c in _ORDER if counts[c] or c in _ALWAYS}
+    return Tally(len(result.plan.decisions), shown, dict(failed), dict(added), dict(removed))
+
+
 def _counts(result: RunResult) -> str:
-    plan = result.plan
-    summary = plan.summary()
+    counted = tally(result)
     verb = "would be " if result.dry_run else ""
-    parts = [
-        f"{summary.added} {verb}added",
-        f"{summary.removed} {verb}removed",
-        f"{summary.unchanged} unchanged",
-        f"{summary.foreign} held by others",
-        f"{summary.deleting} deleting",
-    ]
-    if summary.disowned:
-        parts.insert(2, f"{summary.disowned} {verb}disowned")
-    if result.applied is not None and result.applied.failed:
-        parts.append(f"{len(result.applied.failed)} failed")
-    return ", ".join(parts)
+    planned = ("added", "removed", "switched", "disowned", "tidied")
+    parts = [f"{n} {verb if c in planned else ''}{c}" for c, n in counted.categories.items()]
+    if counted.failed_by_action:
+        what = ", ".join(f"{n} to {a}" for a, n in sorted(counted.failed_by_action.items()))
+        parts[parts.index(f"{counted.categories['failed']} failed")] += f" ({what})"
+    text = f"{counted.nodes} nodes: " + ", ".join(parts)
+    if len(counted.keys_added) + len(counted.keys_removed) > 1:
+        keys = [f"+{k} on {n}" for k, n in counted.keys_added.items()]
+        keys += [f"-{k} on {n}" for k, n in counted.keys_removed.items()]
+        text += f" (keys: {', '.join(keys)})"
+    return text
 
 
 def decision_lines(result: RunResult) -> list[str]:
@@ -179,7 +257,7 @@ def render_json(result: RunResult, command: str) -> dict[str, Any]:
             if outcome.error:
                 entry["error"] = outcome.error
         patches.append(entry)
-    summary = plan.summary()
+    counted = tally(result)
     return {
         "command": command,
         "dryRun": result.dry_run,
@@ -200,19 +278,21 @@ def render_json(result: RunResult, command: str) -> dict[str, Any]:
             {"reason": t.reason, "node": t.node, "message": t.message} for t in result.events
         ],
         "summary": {
-            "nodes": len(plan.decisions),
-            "added": summary.added,
-            "removed": summary.removed,
-            "disowned": summary.disowned,
-            "unchanged": summary.unchanged,
-            "heldByOthers": summary.foreign,
-            "deleting": summary.deleting,
+            "nodes": counted.nodes,
+            **{_camel(c): counted.categories.get(c, 0) for c in _ORDER},
+            "failedByAction": counted.failed_by_action,
+            "keysAdded": counted.keys_added,
+            "keysRemoved": counted.keys_removed,
             "writes": result.applied.writes if result.applied else 0,
-            "failed": len(result.applied.failed) if result.applied else 0,
             "requests": result.requests,
             "listPages": result.listing.pages,
         },
     }
+
+
+def _camel(category: str) -> str:
+    first, *rest = category.split()
+    return first + "".join(w.capitalize() for w in rest)
 
 
 # --- status --------------------------------------------------------------------

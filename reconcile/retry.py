@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from reconcile.kube import ApiError, TransportError
+from reconcile.client import ServerError, TooManyRequests, TransportError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -80,9 +80,7 @@ def retrying(
             raise DeadlineExceeded(what)
         try:
             return call(min(request_timeout, remaining))
-        except ApiError as exc:
-            if not exc.transient:
-                raise
+        except (TooManyRequests, ServerError) as exc:
             error: Exception = exc
             retry_after = exc.retry_after
         except TransportError as exc:

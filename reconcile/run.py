@@ -12,38 +12,18 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from reconcile.apply import ApplyResult, NodeResult, Pool, apply_plan, record_events
-from reconcile.decide import Mode, NodeView, Plan, Transition, decide
-from reconcile.kube import (
-    FIRST_PAGE,
-    ApiError,
-    Kube,
-    MalformedNode,
-    Page,
-    TransportError,
-    gc_paused,
-)
-from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter
-from reconcile.settings import OWNERSHIP_MARKER, Clock, HoldSettings, RunSettings
+from reconcile.client import Client, gc_paused
+from reconcile.decide import Mode, Plan, Transition, decide
+from reconcile.nodes import NodeView
+from reconcile.read import Keys, ListFailed, Listing, read_node, read_nodes
+from reconcile.retry import Backoff, Deadline, RateLimiter
+from reconcile.settings import HoldSettings, RunSettings
+
+__all__ = ["ListFailed", "Listing", "RunResult", "make_pool", "run_once"]
 
 log = logging.getLogger(__name__)
-
-LIST_RESTARTS = 3  # a continue token that expired (410) restarts the list this often
-
-
-class ListFailed(Exception):
-    """The whole node list could not be read; nothing was changed."""
-
-
-@dataclass(frozen=True)
-class Listing:
-    nodes: list[NodeView]
-    now: datetime
-    clock: str  # "server" (Date header) or "local"
-    pages: int
-    restarts: int
 
 
 @dataclass(frozen=True)
@@ -69,67 +49,6 @@ class RunResult:
         return self.applied is None or not self.applied.failed
 
 
-def read_nodes(kube: Kube, hold: HoldSettings, run: RunSettings, pool: Pool) -> Listing:
-    """The whole list or an exception: a partial list is never returned."""
-    annotation_keys = frozenset(hold.annotations) | {OWNERSHIP_MARKER}
-    label_keys = hold.label_keys
-    restarts = 0
-    while True:
-        nodes: list[NodeView] = []
-        pages = 0
-        server_now: datetime | None = None
-        token: str | None = None
-        size = min(run.page_size, FIRST_PAGE)  # then sized to the bytes of the last page
-        try:
-            while True:
-                if pool.stop.is_set():
-                    raise Interrupted("list")
-
-                def page(timeout: float, token: str | None = token, size: int = size) -> Page:
-                    return kube.list_page(
-                        page_size=size,
-                        annotation_keys=annotation_keys,
-                        label_keys=label_keys,
-                        continue_token=token,
-                        timeout=timeout,
-                        max_page_size=run.page_size,
-                    )
-
-                got = pool.retry(page, "list nodes")
-                nodes.extend(got.nodes)
-                pages += 1
-                server_now = got.date
-                token = got.continue_token
-                size = got.next_page_size or size
-                if not token:
-                    break
-        except ApiError as exc:
-            if exc.status == 410 and restarts < LIST_RESTARTS:
-                restarts += 1
-                log.info("node list expired mid-way (410 Gone); starting the list again")
-                continue
-            raise ListFailed(f"cannot list nodes: {exc.explain()}; nothing was changed") from None
-        except TransportError as exc:
-            raise ListFailed(f"cannot list nodes: {exc}; nothing was changed") from None
-        except MalformedNode as exc:
-            # One node we cannot decide on makes the whole decision unsafe (is it the youngest?).
-            raise ListFailed(
-                f"cannot decide: {exc}; fix or delete that node; nothing was changed"
-            ) from None
-        except DeadlineExceeded:
-            raise ListFailed(
-                "cannot list nodes within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
-            ) from None
-        break
-    if run.clock is Clock.SERVER and server_now is not None:
-        now, clock = server_now, "server"
-    else:
-        if run.clock is Clock.SERVER:
-            log.warning("the API server sent no Date header; deciding with the local clock")
-        now, clock = datetime.now(UTC), "local"
-    return Listing(nodes, now, clock, pages, restarts)
-
-
 def make_pool(
     run: RunSettings,
     stop: threading.Event,
@@ -147,7 +66,7 @@ def make_pool(
 
 
 def run_once(
-    kube: Kube,
+    kube: Client,
     hold: HoldSettings,
     run: RunSettings,
     *,
@@ -167,19 +86,19 @@ def run_once(
     stop = stop or threading.Event()
     kube.stop_on(stop)
     pool = make_pool(run, stop, kube.request_timeout, backoff)
-    with gc_paused():  # tens of thousands of records that live to the end: nothing to collect
+    # Tens of thousands of records that live to the end of the run: nothing to collect, and
+    # each collection would also walk the Kubernetes client's objects.
+    with gc_paused():
         listing = read_nodes(kube, hold, run, pool)
         plan = decide(listing.nodes, listing.now, hold, mode)
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
     if run.dry_run or not write:
         return RunResult(plan, listing, dry_run=True, requests=kube.requests)
 
-    annotation_keys = frozenset(hold.annotations) | {OWNERSHIP_MARKER}
+    keys = Keys.of(hold)
 
     def reread(name: str, timeout: float) -> NodeView | None:
-        return kube.read_node(
-            name, annotation_keys=annotation_keys, label_keys=hold.label_keys, timeout=timeout
-        )
+        return read_node(kube, name, keys, timeout)
 
     applied = apply_plan(plan, kube, pool, reread, on_result)
     events, event_errors = record_events(kube, plan, applied, run, pool)

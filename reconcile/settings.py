@@ -21,6 +21,12 @@ DEFAULT_HOLD = timedelta(minutes=20)
 #: Our own annotation: which hold annotations on this node this tool put there.
 OWNERSHIP_MARKER = "node-holder.dev/owned-annotations"
 HOLD_VALUE = "true"
+#: With --max-hold: when the current stretch of holding began, written with the hold.
+HOLD_STARTED = "node-holder.dev/hold-started"
+#: After a stretch capped by --max-hold: no new hold starts before this time.
+FREE_UNTIL = "node-holder.dev/free-until"
+#: This tool's own annotations: a node view always keeps them.
+OWN_ANNOTATIONS = (OWNERSHIP_MARKER, HOLD_STARTED, FREE_UNTIL)
 
 
 class ConfigError(ValueError):
@@ -87,48 +93,97 @@ class ClusterAccess:
     request_timeout: float = 10.0
 
 
-# --- durations -------------------------------------------------------------
+# --- the grammar ----------------------------------------------------------------
+#
+# One parser per kind of setting. Each takes the text exactly as it arrived (flag or
+# environment variable: the same text gives the same verdict) and returns the value, or
+# raises `Invalid(problem, fix)`; `reconcile.options` turns that into one ConfigError line
+# naming the flag and its environment variable. Digits are ASCII only: int() and float()
+# also accept Arabic-Indic or full-width digits, which nobody means in a setting.
 
+
+class Invalid(ValueError):
+    """Why a setting's text is refused, and what to write instead."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(f"{problem}; {fix}")
+        self.problem = problem
+        self.fix = fix
+
+
+_NUM = r"[0-9]+(?:\.[0-9]+)?"
 _UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
-_GO_DURATION_RE = re.compile(r"^(?:\d+(?:\.\d+)?[wdhms])+$")
-_GO_PART_RE = re.compile(r"(\d+(?:\.\d+)?)([wdhms])")
+_GO_DURATION_RE = re.compile(rf"(?:{_NUM}[wdhms])+", re.ASCII)
+_GO_PART_RE = re.compile(rf"({_NUM})([wdhms])", re.ASCII)
 _ISO_DURATION_RE = re.compile(
-    r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
-    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
-    re.IGNORECASE,
+    rf"P(?:(?P<w>{_NUM})W)?(?:(?P<d>{_NUM})D)?"
+    rf"(?:T(?:(?P<h>{_NUM})H)?(?:(?P<m>{_NUM})M)?(?:(?P<s>{_NUM})S)?)?",
+    re.IGNORECASE | re.ASCII,
 )
 DURATION_EXAMPLES = "90s, 20m, 1h30m, PT20M, or a bare number of minutes"
 
 
-def parse_duration(text: str) -> timedelta:
-    """Parse `90s`, `20m`, `1h30m`, `2d`, ISO 8601 `PT20M`, or a bare number of minutes.
+@dataclass(frozen=True)
+class DurationRange:
+    """What a duration setting accepts; outside it, the value is almost surely a mistake."""
 
-    A bare number means minutes because the original Helm chart's
-    `holdDuration: 20` meant twenty minutes.
+    low: timedelta = timedelta(seconds=1)
+    high: timedelta = timedelta(days=7)
+
+    def describe(self) -> str:
+        return f"from {format_duration(self.low)} to {format_duration(self.high)}"
+
+
+HOLD_RANGE = DurationRange(timedelta(seconds=1), timedelta(days=7))
+TIMEOUT_RANGE = DurationRange(timedelta(seconds=1), timedelta(hours=1))
+REQUEST_TIMEOUT_RANGE = DurationRange(timedelta(milliseconds=100), timedelta(minutes=10))
+INTERVAL_RANGE = DurationRange(timedelta(seconds=10), timedelta(days=1))  # simulate --interval
+HISTORY_RANGE = DurationRange(timedelta(minutes=1), timedelta(days=400))  # simulate --last
+
+
+def _duration_seconds(raw: str) -> float | None:
+    """Seconds in `raw`, or None if it is not a duration at all."""
+    if re.fullmatch(_NUM, raw, re.ASCII):
+        return float(raw) * 60  # a bare number means minutes: the original chart's holdDuration
+    if _GO_DURATION_RE.fullmatch(raw.lower()):
+        return sum(float(n) * _UNIT_SECONDS[u] for n, u in _GO_PART_RE.findall(raw.lower()))
+    found = _ISO_DURATION_RE.fullmatch(raw)
+    if found and any(found.groupdict().values()) and not raw.upper().endswith("T"):
+        return sum(float(v) * _UNIT_SECONDS[k] for k, v in found.groupdict().items() if v)
+    return None
+
+
+def parse_duration(text: str, bounds: DurationRange = HOLD_RANGE) -> timedelta:
+    """`90s`, `20m`, `1h30m`, `2d`, ISO 8601 `PT20M`, or a bare number of minutes, within bounds.
+
+    The range is checked on the number before a timedelta exists, so `99999999999` is
+    refused as out of range instead of overflowing.
     """
+    fix = f"use a duration {bounds.describe()}, such as {DURATION_EXAMPLES}"
     raw = text.strip()
     if not raw:
-        raise ValueError("is empty")
-    if raw.startswith("-"):
-        raise ValueError("must be positive")
-    seconds: float
-    if re.fullmatch(r"\d+(?:\.\d+)?", raw):
-        seconds = float(raw) * 60
-    elif _GO_DURATION_RE.match(raw.lower()):
-        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _GO_PART_RE.findall(raw.lower()))
-    elif (m := _ISO_DURATION_RE.match(raw)) and any(m.groupdict().values()):
-        if raw.upper().endswith("T"):
-            raise ValueError("is not a duration")
-        seconds = sum(float(v) * _UNIT_SECONDS[k] for k, v in m.groupdict().items() if v)
-    else:
-        raise ValueError("is not a duration")
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError("must be positive")
+        raise Invalid("is empty", fix)
+    seconds = _duration_seconds(raw.lstrip("+-"))
+    if seconds is None:
+        raise Invalid("is not a duration", fix)
+    if raw.startswith("-") or seconds <= 0:
+        raise Invalid("is not a positive duration", fix)
+    if not math.isfinite(seconds) or seconds > bounds.high.total_seconds():
+        raise Invalid(f"is longer than {format_duration(bounds.high)}", fix)
+    if seconds < bounds.low.total_seconds():
+        raise Invalid(f"is shorter than {format_duration(bounds.low)}", fix)
     return timedelta(seconds=seconds)
+
+
+def parse_optional_duration(text: str, bounds: DurationRange = HOLD_RANGE) -> timedelta | None:
+    """Like parse_duration, but empty means "not set" (the manifests' way to say no cap)."""
+    return parse_duration(text, bounds) if text.strip() else None
 
 
 def format_duration(delta: timedelta) -> str:
     """Human duration like `1h30m`, `20m`, `45s`, `2d3h`; negative gets a `-`."""
+    if 0 < abs(delta.total_seconds()) < 1:
+        return f"{round(delta.total_seconds() * 1000)}ms"
     total = round(delta.total_seconds())
     sign = "-" if total < 0 else ""
     total = abs(total)
@@ -142,107 +197,115 @@ def format_duration(delta: timedelta) -> str:
     return sign + "".join(parts[:2])
 
 
-# --- option parsing ----------------------------------------------------------
+#: Hold annotations that Karpenter or cluster-autoscaler read on a node.
+KNOWN_HOLD_KEYS = (
+    "karpenter.sh/do-not-disrupt",  # Karpenter v0.32 and later
+    "karpenter.sh/do-not-consolidate",  # Karpenter before v0.32
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled",  # cluster-autoscaler
+)
+#: This tool's own annotations live under this prefix; none of them is a hold annotation.
+OWN_PREFIX = "node-holder.dev/"
 
 
-def _label(option: str, env: str | None) -> str:
-    return f"{option} ({env})" if env else option
+def parse_annotation_keys(text: str) -> tuple[str, ...]:
+    """A comma-separated list of annotation keys, in order, without repeats.
 
-
-def duration_option(text: str, option: str, env: str | None) -> timedelta:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise ConfigError(
-            f"{_label(option, env)}: {text!r} {exc}; use a positive duration such as "
-            f"{DURATION_EXAMPLES}"
-        ) from None
-
-
-def annotation_keys_option(
-    values: tuple[str, ...] | list[str], option: str, env: str
-) -> tuple[str, ...]:
-    """Repeatable option whose env var is comma-separated; keys keep their order, no repeats."""
+    Spaces around an item are trimmed; a space inside one is an error (before, the env var
+    was split on whitespace, so `do not disrupt` became three keys).
+    """
+    fix = f"use comma-separated keys such as {DEFAULT_ANNOTATION}"
     keys: list[str] = []
-    for value in values:
-        for raw in value.split(","):
-            key = raw.strip()
-            if not key:
-                continue
-            problem = qualified_name_problem(key)
-            if problem:
-                raise ConfigError(
-                    f"{_label(option, env)}: {key!r} is not a valid annotation key ({problem}); "
-                    f"use a key such as {DEFAULT_ANNOTATION}"
-                )
-            if key == OWNERSHIP_MARKER:
-                raise ConfigError(
-                    f"{_label(option, env)}: {key!r} is this tool's own ownership marker; "
-                    f"use a hold annotation such as {DEFAULT_ANNOTATION}"
-                )
-            if key not in keys:
-                keys.append(key)
+    for raw in text.split(","):
+        key = raw.strip()
+        if not key:
+            if raw or "," in text:
+                raise Invalid("has an empty item", fix)
+            continue
+        if any(c.isspace() for c in key):
+            raise Invalid(f"has a space inside the key {key!r}", fix)
+        problem = qualified_name_problem(key)
+        if problem:
+            raise Invalid(f"is not a valid annotation key ({problem})", fix)
+        if key.startswith(OWN_PREFIX):
+            raise Invalid(f"names {key!r}, one of this tool's own annotations", fix)
+        if key not in keys:
+            keys.append(key)
     if not keys:
-        raise ConfigError(
-            f"{_label(option, env)}: no annotation key given; use e.g. {DEFAULT_ANNOTATION}"
-        )
+        raise Invalid("names no annotation key", fix)
     return tuple(keys)
 
 
-def selector_option(text: str | None, option: str, env: str) -> Selector:
+def unread_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """Keys neither Karpenter nor cluster-autoscaler reads: legitimate, but worth a warning."""
+    return tuple(k for k in keys if k not in KNOWN_HOLD_KEYS)
+
+
+def parse_selector_text(text: str) -> Selector:
     try:
         return parse_selector(text)
     except SelectorError as exc:
-        raise ConfigError(
-            f"{_label(option, env)}: {text!r} is not a label selector ({exc}); "
-            "use e.g. 'karpenter.sh/nodepool' or 'karpenter.sh/nodepool in (batch,default)'"
+        raise Invalid(
+            f"is not a label selector ({exc})",
+            "use e.g. 'karpenter.sh/nodepool' or 'karpenter.sh/nodepool in (batch,default)'",
         ) from None
 
 
-def label_key_option(text: str, option: str, env: str) -> str:
+def parse_label_key(text: str) -> str:
     key = text.strip()
     problem = qualified_name_problem(key)
     if problem:
-        raise ConfigError(
-            f"{_label(option, env)}: {text!r} is not a valid label key ({problem}); "
-            f"use e.g. {DEFAULT_GROUP_LABEL}"
-        )
+        raise Invalid(f"is not a valid label key ({problem})", f"use e.g. {DEFAULT_GROUP_LABEL}")
     return key
 
 
-def int_option(text: str, option: str, env: str | None, low: int, high: int) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise ConfigError(
-            f"{_label(option, env)}: {text!r} is not a whole number; "
-            f"use a number from {low} to {high}"
-        ) from None
+def parse_int(text: str, low: int, high: int) -> int:
+    raw = text.strip()
+    fix = f"use a whole number from {low} to {high}"
+    if not re.fullmatch(r"[+]?[0-9]+", raw, re.ASCII):
+        raise Invalid("is not a whole number", fix)
+    value = int(raw)
     if not low <= value <= high:
-        raise ConfigError(
-            f"{_label(option, env)}: {value} is out of range; use a number from {low} to {high}"
-        )
+        raise Invalid("is out of range", fix)
     return value
 
 
-def number_option(text: str, option: str, env: str | None, low: float, high: float) -> float:
-    try:
-        value = float(str(text).strip())
-    except ValueError:
-        value = float("nan")
+def parse_number(text: str, low: float, high: float) -> float:
+    raw = text.strip()
+    fix = f"use a number from {low:g} to {high:g}"
+    if not re.fullmatch(r"[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", raw, re.ASCII):
+        raise Invalid("is not a number", fix)
+    value = float(raw)
     if not low <= value <= high:
-        raise ConfigError(
-            f"{_label(option, env)}: {text!r} is not a number from {low:g} to {high:g}"
-        )
+        raise Invalid("is out of range", fix)
     return value
+
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def parse_bool(text: str) -> bool:
+    raw = text.strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise Invalid("is not a boolean", "use true or false")
+
+
+def parse_choice(text: str, choices: tuple[str, ...]) -> str:
+    raw = text.strip().lower()
+    if raw not in choices:
+        raise Invalid(f"is not one of {', '.join(choices)}", f"use one of {', '.join(choices)}")
+    return raw
 
 
 def check_max_hold(
-    hold: HoldSettings, option: str = "--max-hold", env: str = "HOLD_MAX_DURATION"
+    hold: HoldSettings, option: str = "--max-hold", env: str | None = "HOLD_MAX_DURATION"
 ) -> None:
     if hold.max_hold is not None and hold.max_hold < hold.hold_duration:
+        label = f"{option} ({env})" if env else option
         raise ConfigError(
-            f"{_label(option, env)}: {format_duration(hold.max_hold)} is shorter than the hold "
+            f"{label}: {format_duration(hold.max_hold)} is shorter than the hold "
             f"duration ({format_duration(hold.hold_duration)}); use a value of at least the hold "
             "duration, or leave it unset"
         )

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from reconcile.cli import main
 from tests.kubeapi.apiserver import ApiServer
@@ -33,6 +35,11 @@ class CliResult:
     @property
     def lines(self) -> list[str]:
         return self.stdout.splitlines()
+
+    @property
+    def json(self) -> Any:
+        """With --output json: the whole result, always the last line of stdout."""
+        return json.loads(self.lines[-1])
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> CliResult:
@@ -100,16 +107,13 @@ class ServerCluster:
         return self.run("reconcile", *args, env=env)
 
     def run(self, command: str, *args: str, env: dict[str, str] | None = None) -> CliResult:
-        return run_cli(
-            command,
-            "--kubeconfig",
-            self.kubeconfig,
-            "--hold-duration",
-            f"{int(self.hold.total_seconds())}s",
-            *SCOPE_ARGS,
-            *args,
-            env=env,
+        hold = (
+            ()
+            if command == "release"
+            else ("--hold-duration", f"{int(self.hold.total_seconds())}s")
         )
+        scope = () if command == "release" else SCOPE_ARGS  # release takes no hold settings
+        return run_cli(command, "--kubeconfig", self.kubeconfig, *hold, *scope, *args, env=env)
 
 
 @dataclass

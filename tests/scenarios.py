@@ -100,7 +100,7 @@ def status_reports_who_holds_what(c: ServerCluster) -> None:
     c.add_node("e2e-s3")
     result = c.run("status", "--output", "json")
     assert result.code == 0, result.stderr
-    data = json.loads(result.stdout)
+    data = result.json
     states = {row["name"]: (row["state"], row["next"]) for row in data["nodes"]}
     assert states["e2e-s1"] == ("held by us", "-")
     assert states["e2e-s2"] == ("held by others", "-")

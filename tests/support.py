@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
-from reconcile.decide import NodePatch, NodeView
+from reconcile.decide import NodePatch
+from reconcile.nodes import NodeView
 
 T0 = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 

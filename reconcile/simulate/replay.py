@@ -1,12 +1,18 @@
-"""`node-holder simulate`: replay a node timeline through the real reconciler, run by run.
+"""`node-holder simulate`: replay a node timeline run by run through the pure decision.
 
-Each configuration (the primary one from the hold options, plus one per `--compare`
-column) gets its own API test server with a frozen clock. At every tick (one
-CronJob run, `--interval` apart) the timeline's deletions and arrivals are applied
-to the server, then `run_once` runs exactly as the CronJob would: the official
-client's connection pool, over HTTP, listing, deciding, patching, recording
-Events. Nothing here decides; figures come from the runs' results and from the
-server (its request log and the annotations it stores).
+Every configuration (the primary one from the hold options, plus one per `--compare`
+column) replays the same runs, `--interval` apart, in memory: at each run the
+timeline's deletions and arrivals change an in-memory node list, `decide()` (the
+function the CronJob calls between reading and writing) plans the run, and the plan's
+patches are applied to the nodes' metadata as the API server would apply a JSON merge
+patch (RFC 7386), guarded by the resourceVersion. Events come from the plan's
+transitions as the real run sends them: one per transition whose window had a patch
+land. Nothing here interprets annotation keys or decides anything.
+
+decide() is pure, so a hold window whose nodes did not change since its last
+decision, and whose `hold_until` the clock did not cross, decides the same again:
+such windows are not decided again (see `_Decider`). `verify=True` decides the whole
+cluster every run too and fails on any difference; the tests replay with it.
 
 Not modelled: Karpenter. Nodes come and go as the timeline says, so the figures
 tell how often, how long and how many nodes a hold would cover, not how the
@@ -15,24 +21,16 @@ cluster would have evolved with it (see docs/simulate.md).
 
 from __future__ import annotations
 
-import logging
 import math
-import multiprocessing
-import os
-import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, NamedTuple
 
-from reconcile.decide import HoldWindow
+from reconcile.decide import HoldWindow, NodePatch, NodeView, Plan, Transition, decide, window_name
 from reconcile.settings import (
-    Clock,
-    ClusterAccess,
     ConfigError,
     HoldSettings,
     RunSettings,
@@ -41,26 +39,23 @@ from reconcile.settings import (
     format_duration,
     parse_duration,
 )
-from reconcile.simulate.timeline import Timeline, TimelineNode
-
-if TYPE_CHECKING:
-    from tests.kubeapi.apiserver import ApiServer
-
-log = logging.getLogger(__name__)
+from reconcile.simulate.timeline import Timeline, TimelineNode, load_timeline, parse_time
 
 MAX_RUNS = 20_160  # 14 days at one run a minute, per configuration
 MAX_COLUMNS = 8
+MIN_INTERVAL = timedelta(seconds=10)
 ANCIENT = timedelta(days=30)  # creation time given to nodes whose creation is unknown
 COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h"
-#: How a replayed run talks to its server: as the CronJob does, minus the client-side
-#: rate limit (it only spaces requests in wall-clock time; the counts are the same).
-REPLAY_RUN = RunSettings(
-    dry_run=False, clock=Clock.SERVER, timeout=timedelta(seconds=45), workers=8, qps=0.0
-)
+#: The run settings a replayed run stands for: the CronJob's defaults (page size for the
+#: request count, Events on).
+REPLAY_RUN = RunSettings()
+
+#: Told how far a replay has come: (configuration label, runs done, runs in all).
+Progress = Callable[[str, int, int], None]
 
 
 class SimulationFailed(Exception):
-    """A replayed run failed against the test server: a bug worth reporting (exit 1)."""
+    """The replay broke one of its own invariants: a bug worth reporting (exit 1)."""
 
 
 # --- what to replay ---------------------------------------------------------------------
@@ -160,19 +155,23 @@ class Window:
         return self.start + i * self.interval
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """What the user asked for: --start, --end, --last (None: from the timeline)."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+    last: timedelta | None = None
+
+
 def replay_window(
-    timeline: Timeline,
-    holds: list[HoldSettings],
-    interval: timedelta,
-    *,
-    start: datetime | None = None,
-    end: datetime | None = None,
-    last: timedelta | None = None,
+    timeline: Timeline, holds: list[HoldSettings], interval: timedelta, bounds: Bounds = Bounds()
 ) -> Window:
     """Default: from the first thing that happens until the last hold could have ended.
 
     Runs land on multiples of the interval (like a `*/N` CronJob schedule).
     """
+    start, end, last = bounds.start, bounds.end, bounds.last
     moments = timeline.moments
     longest = max(h.hold_duration for h in holds)
     step = interval.total_seconds()
@@ -204,6 +203,9 @@ def replay_window(
 # --- results ------------------------------------------------------------------------------
 
 
+# --- results ------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class HoldPeriod:
     """One stretch of holding in one hold window, as the runs saw it."""
@@ -228,11 +230,11 @@ class ColumnResult:
     label: str
     periods: tuple[HoldPeriod, ...]
     held_runs: int  # runs after which at least one node carried the hold
-    held_nodes: tuple[int, ...]  # nodes carrying the hold after each run (from the server)
+    held_nodes: tuple[int, ...]  # nodes carrying a hold annotation after each run
     present_nodes: tuple[int, ...]  # nodes in the cluster at each run
-    writes: tuple[int, ...]  # node patches each run sent (from the server's log)
+    writes: tuple[int, ...]  # node patches each run applied
     events: int
-    requests: int
+    requests: int  # computed: list pages + patches + Events (see RunCost)
     removed_while_held: int  # timeline deletions of nodes that carried the hold
     seconds: float
 
@@ -247,7 +249,6 @@ class Simulation:
     window: Window
     results: tuple[ColumnResult, ...]
     unseen: tuple[str, ...]  # nodes that lived between two runs: no run ever saw them
-    jobs: int
     elapsed: float = 0.0
 
     @property
@@ -255,17 +256,7 @@ class Simulation:
         return self.results[0]
 
 
-# --- the replay -----------------------------------------------------------------------------
-
-
-@dataclass
-class _Open:
-    start: datetime
-    trigger: str
-    trigger_group: str | None
-    last: str | None
-    extended: int = 0
-    peak_held: int = 0
+# --- the timeline, run by run --------------------------------------------------------------
 
 
 @dataclass
@@ -281,16 +272,15 @@ def schedule(timeline: Timeline, window: Window) -> _Schedule:
     """A node arrives at the first run at or after its creation and leaves at the first
     run at or after its deletion; one that lives between two runs is never seen."""
     plan = _Schedule()
-    step = window.interval.total_seconds()
     for node in timeline.nodes:
         first = 0
         if node.created is not None and node.created > window.start:
-            first = math.ceil((node.created - window.start).total_seconds() / step)
+            first = _run_at_or_after(node.created, window)
         leave = None
         if node.deleted is not None:
             if node.deleted <= window.start:
                 continue  # gone before the replay starts
-            leave = math.ceil((node.deleted - window.start).total_seconds() / step)
+            leave = _run_at_or_after(node.deleted, window)
         if first >= window.runs:
             continue
         if leave is not None and leave <= first:
@@ -302,92 +292,328 @@ def schedule(timeline: Timeline, window: Window) -> _Schedule:
     return plan
 
 
-def replay(
-    timeline: Timeline,
-    window: Window,
-    hold: HoldSettings,
-    events: bool = True,
-    observe: Callable[[ApiServer], None] | None = None,
-) -> ColumnResult:
-    """Replay every run of `window` for one configuration; raises SimulationFailed.
+def _run_at_or_after(moment: datetime, window: Window) -> int:
+    return math.ceil((moment - window.start).total_seconds() / window.interval.total_seconds())
 
-    `observe` sees the server once it has started (tests hook its requests).
+
+# --- the nodes, as the API server would store them -----------------------------------------
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: a new value; `target` is not changed."""
+    if not isinstance(patch, Mapping):
+        return patch
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+#: The NodeView fields a patch of `metadata` may write, by metadata key.
+_WRITABLE = {"labels": "labels", "annotations": "annotations"}
+
+
+def apply_patch(view: NodeView, patch: NodePatch) -> NodeView:
+    """The node after the API server applied `patch`: its body merged into the metadata.
+
+    As the server does, a patch whose resourceVersion is not the node's is refused (the
+    replay has no other writer, so that is a bug in the replay); `resourceVersion` then
+    moves on. Whatever keys the body writes are written: nothing here knows hold keys.
     """
-    # Imported here: the Kubernetes client is slow to import and --help doesn't need it.
-    from reconcile.kube import Kube, load_configuration  # noqa: PLC0415
-    from reconcile.run import ListFailed, run_once  # noqa: PLC0415
-    from tests.kubeapi.apiserver import ApiServer  # noqa: PLC0415
+    metadata = patch.body().get("metadata", {})
+    expected = metadata.get("resourceVersion")
+    if expected is not None and expected != view.resource_version:
+        raise SimulationFailed(
+            f"patch of node/{view.name} expects resourceVersion {expected}, "
+            f"the node has {view.resource_version}"
+        )
+    changed: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if key == "resourceVersion":
+            continue
+        if key not in _WRITABLE:
+            raise SimulationFailed(f"patch of node/{view.name} writes metadata.{key}")
+        changed[_WRITABLE[key]] = merge_patch(getattr(view, _WRITABLE[key]), value) or {}
+    return replace(view, **changed, resource_version=str(int(view.resource_version) + 1))
 
+
+def arriving_view(node: TimelineNode, window: Window) -> NodeView:
+    """A new node as a list returns it: creationTimestamp has whole seconds, like the API's."""
+    created = node.created or window.start - ANCIENT
+    return NodeView(
+        name=node.name,
+        created=created.replace(microsecond=0),
+        resource_version="1",
+        uid=f"sim-{node.name}",
+        labels=dict(node.labels),
+        annotations=dict(node.annotations),
+    )
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """What one run costs the API server, computed as the real run would spend it."""
+
+    pages: int  # list requests: ceil(nodes / page size), at least one
+    writes: int  # one PATCH per node whose annotations change
+    events: int  # one POST per transition whose window had a patch land
+
+    @property
+    def requests(self) -> int:
+        return self.pages + self.writes + self.events
+
+
+def run_cost(nodes: int, plan_patches: int, events: int, page_size: int) -> RunCost:
+    return RunCost(max(1, math.ceil(nodes / page_size)), plan_patches, events)
+
+
+def landed_transitions(
+    transitions: Iterable[Transition], patches: Iterable[NodePatch]
+) -> list[Transition]:
+    """The Events a run records: a transition whose window had at least one patch land."""
+    landed = {p.window for p in patches}
+    return [t for t in transitions if t.window in landed]
+
+
+# --- deciding, window by window ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """One hold window's part of the last plan that covered it."""
+
+    window: HoldWindow
+    patches: tuple[NodePatch, ...]
+    transitions: tuple[Transition, ...]
+    held: int  # nodes decided to carry the hold
+    decided_at: datetime
+
+
+class _Decider:
+    """decide() per hold window, redone only where its inputs changed.
+
+    A window's decision depends on its nodes, the settings and the clock. decide() is
+    pure, so a window decided again with the same nodes gives the same plan unless the
+    clock crossed a time the plan depends on: the window's `hold_until`, or the end of
+    the free period after a stretch --max-hold ended (`free_until`). Windows whose
+    nodes changed (an arrival, a departure, a patch applied) or whose times were
+    crossed are decided again; the others keep their last decision, which had no
+    patches (a patch changes a node, which makes its window decided again).
+    """
+
+    def __init__(self, hold: HoldSettings) -> None:
+        self.hold = hold
+        self.members: dict[str, dict[str, NodeView]] = defaultdict(dict)
+        self.window_of: dict[str, str] = {}
+        self.dirty: set[str] = set()
+        self.decided: dict[str, _Decided] = {}
+
+    def put(self, view: NodeView) -> None:
+        name = window_name(view, self.hold)
+        old = self.window_of.get(view.name)
+        if old is not None and old != name:
+            self._drop(view.name, old)
+        self.window_of[view.name] = name
+        self.members[name][view.name] = view
+        self.dirty.add(name)
+
+    def remove(self, node: str) -> None:
+        name = self.window_of.pop(node, None)
+        if name is not None:
+            self._drop(node, name)
+
+    def _drop(self, node: str, name: str) -> None:
+        members = self.members[name]
+        members.pop(node, None)
+        self.dirty.add(name)
+        if not members:
+            del self.members[name]
+            self.decided.pop(name, None)
+            self.dirty.discard(name)
+
+    def views(self) -> list[NodeView]:
+        return [v for members in self.members.values() for v in members.values()]
+
+    def view(self, node: str) -> NodeView:
+        return self.members[self.window_of[node]][node]
+
+    def decide(self, now: datetime) -> list[_Decided]:
+        """This run's decision for every window, in window order."""
+        for name, done in self.decided.items():
+            for until in (done.window.hold_until, done.window.free_until):
+                if until is not None and done.decided_at < until <= now:
+                    self.dirty.add(name)
+        for name in sorted(self.dirty):
+            self.decided[name] = self._decide(name, now)
+        kept = [n for n, d in self.decided.items() if n not in self.dirty and d.patches]
+        if kept:  # its patches changed its nodes, so it should have been decided again
+            raise SimulationFailed(f"run at {_iso(now)}: the decision of {kept[0]} went stale")
+        self.dirty.clear()
+        if not self.decided and self.hold.scope is Scope.CLUSTER:
+            return [self._empty(now)]
+        return [self.decided[name] for name in sorted(self.decided)]
+
+    def _decide(self, name: str, now: datetime) -> _Decided:
+        plan = decide(list(self.members[name].values()), now, self.hold)
+        window = plan.window(name)
+        if window is None or len(plan.windows) != 1:
+            raise SimulationFailed(f"decide() did not keep the nodes of {name} in one window")
+        return _Decided(
+            window=window,
+            patches=plan.patches,
+            transitions=plan.transitions,
+            held=sum(1 for d in plan.decisions if d.held),
+            decided_at=now,
+        )
+
+    def _empty(self, now: datetime) -> _Decided:
+        (window,) = decide([], now, self.hold).windows
+        return _Decided(window, (), (), 0, now)
+
+
+def _check_against_full(plan: Plan, decided: list[_Decided], now: datetime) -> None:
+    """verify=True: the windowed decision is exactly what deciding everything gives."""
+
+    def key(patches: Iterable[NodePatch], transitions: Iterable[Transition], windows: Any) -> Any:
+        return (
+            sorted((p.node, p.changes, p.window) for p in patches),
+            sorted((t.reason, t.window, t.node, t.message) for t in transitions),
+            sorted(windows, key=lambda w: w.name),
+        )
+
+    full = key(plan.patches, plan.transitions, plan.windows)
+    part = key(
+        [p for d in decided for p in d.patches],
+        [t for d in decided for t in d.transitions],
+        [d.window for d in decided],
+    )
+    if full != part:
+        raise SimulationFailed(
+            f"run at {_iso(now)}: deciding window by window differs from deciding the whole "
+            "cluster; replay with verify off is wrong here: please report it"
+        )
+
+
+# --- one configuration ---------------------------------------------------------------------
+
+
+class _Column:
+    """One configuration's cluster in memory and the figures collected run by run."""
+
+    def __init__(self, hold: HoldSettings, events: bool) -> None:
+        self.hold = hold
+        self.events_on = events
+        self.keys = frozenset(hold.annotations)
+        self.decider = _Decider(hold)
+        self.carrying: set[str] = set()  # nodes that carry a hold annotation now
+        self.periods = _Periods(hold)
+        self.held_nodes: list[int] = []
+        self.present_nodes: list[int] = []
+        self.writes: list[int] = []
+        self.events = self.requests = self.removed_while_held = 0
+
+    def leave(self, node: TimelineNode) -> None:
+        if node.name in self.carrying:
+            self.removed_while_held += 1
+        self.carrying.discard(node.name)
+        self.decider.remove(node.name)
+        self.periods.labels.pop(node.name, None)
+
+    def arrive(self, node: TimelineNode, window: Window) -> None:
+        self._put(arriving_view(node, window))
+        self.periods.labels[node.name] = dict(node.labels)
+
+    def _put(self, view: NodeView) -> None:
+        self.decider.put(view)
+        if self.keys.intersection(view.annotations):
+            self.carrying.add(view.name)
+        else:
+            self.carrying.discard(view.name)
+
+    def run(self, tick: datetime, verify: bool) -> None:
+        """One run: decide, apply the patches, count what it cost."""
+        present = len(self.decider.window_of)
+        full = decide(self.decider.views(), tick, self.hold) if verify else None
+        decided = self.decider.decide(tick)
+        if full is not None:
+            _check_against_full(full, decided, tick)
+        patches = [p for d in decided for p in d.patches]
+        for patch in patches:
+            self._put(apply_patch(self.decider.view(patch.node), patch))
+        sent = landed_transitions([t for d in decided for t in d.transitions], patches)
+        cost = run_cost(
+            present, len(patches), len(sent) if self.events_on else 0, REPLAY_RUN.page_size
+        )
+        self.present_nodes.append(present)
+        self.writes.append(cost.writes)
+        self.events += cost.events
+        self.requests += cost.requests
+        self.held_nodes.append(len(self.carrying))
+        self.periods.see(
+            tick, [d.window for d in decided], {d.window.name: d.held for d in decided}
+        )
+
+    def result(self, seconds: float) -> ColumnResult:
+        return ColumnResult(
+            hold=self.hold,
+            label=describe(self.hold),
+            periods=self.periods.all(),
+            held_runs=sum(1 for n in self.held_nodes if n),
+            held_nodes=tuple(self.held_nodes),
+            present_nodes=tuple(self.present_nodes),
+            writes=tuple(self.writes),
+            events=self.events,
+            requests=self.requests,
+            removed_while_held=self.removed_while_held,
+            seconds=seconds,
+        )
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How to replay, beyond what and when."""
+
+    events: bool = True  # record Events as the CronJob does (--no-events: none)
+    progress: Progress | None = None  # hears how far the replay is
+    verify: bool = False  # also decide the whole cluster every run; fail on any difference
+    #: sees every node after each run (the cross-check compares them with a real cluster's)
+    observe: Callable[[datetime, list[NodeView]], None] | None = None
+
+
+def replay(
+    timeline: Timeline, window: Window, hold: HoldSettings, options: ReplayOptions = ReplayOptions()
+) -> ColumnResult:
+    """Replay every run of `window` for one configuration; raises SimulationFailed."""
     began = time.perf_counter()
     plan = schedule(timeline, window)
-    run_settings = replace(REPLAY_RUN, events=events)
-    keys = hold.annotations
-    held_nodes: list[int] = []
-    present_nodes: list[int] = []
-    writes: list[int] = []
-    periods = _Periods(hold)
-    event_count = requests = removed_while_held = 0
-    with ApiServer() as api, tempfile.TemporaryDirectory(prefix="node-holder-sim-") as tmp:
-        kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
-        access = ClusterAccess(kubeconfig=str(kubeconfig))
-        kube = Kube(load_configuration(access, pool_size=run_settings.workers + 1))
+    column = _Column(hold, options.events)
+    verify, observe, progress = options.verify, options.observe, options.progress
+    label = describe(hold)
+    for i in range(window.runs):
+        tick = window.tick(i)
+        for node in plan.departures.get(i, ()):
+            column.leave(node)
+        for node in plan.arrivals.get(i, ()):
+            column.arrive(node, window)
+        column.run(tick, verify)
         if observe is not None:
-            observe(api)
-        for i in range(window.runs):
-            tick = window.tick(i)
-            api.set_clock(tick)
-            for node in plan.departures.get(i, ()):
-                if any(k in api.annotations(node.name) for k in keys):
-                    removed_while_held += 1
-                api.delete_node(node.name)
-                periods.labels.pop(node.name, None)
-            for node in plan.arrivals.get(i, ()):
-                created = node.created or window.start - ANCIENT
-                api.add_node(node.name, created=created, labels=dict(node.labels), eks=False)
-                periods.labels[node.name] = dict(node.labels)
-            try:
-                result = run_once(kube, hold, run_settings)
-            except ListFailed as exc:
-                raise SimulationFailed(f"run at {_iso(tick)}: {exc}") from None
-            if not result.ok or result.event_errors:
-                problems = [*result.errors, *result.event_errors]
-                raise SimulationFailed(f"run at {_iso(tick)}: {problems[0]}")
-            records = api.requests
-            api.reset_log()
-            requests += len(records)
-            writes.append(
-                sum(
-                    1
-                    for r in records
-                    if r.method == "PATCH" and r.path.startswith("/api/v1/nodes/") and r.stored
-                )
-            )
-            event_count += sum(
-                1 for r in records if r.method == "POST" and r.path.endswith("/events")
-            )
-            names = api.node_names()
-            present_nodes.append(len(names))
-            held_nodes.append(sum(1 for n in names if any(k in api.annotations(n) for k in keys)))
-            held_by_window: dict[str, int] = defaultdict(int)
-            for decision in result.plan.decisions:
-                if decision.held:
-                    held_by_window[decision.window] += 1
-            periods.see(tick, result.plan.windows, held_by_window)
-    if api.errors:
-        raise SimulationFailed(f"the API test server failed: {api.errors[0].splitlines()[-1]}")
-    return ColumnResult(
-        hold=hold,
-        label=describe(hold),
-        periods=periods.all(),
-        held_runs=sum(1 for n in held_nodes if n),
-        held_nodes=tuple(held_nodes),
-        present_nodes=tuple(present_nodes),
-        writes=tuple(writes),
-        events=event_count,
-        requests=requests,
-        removed_while_held=removed_while_held,
-        seconds=time.perf_counter() - began,
-    )
+            observe(tick, column.decider.views())
+        if progress is not None:
+            progress(label, i + 1, window.runs)
+    return column.result(time.perf_counter() - began)
+
+
+@dataclass
+class _Open:
+    start: datetime
+    trigger: str
+    trigger_group: str | None
+    last: str | None
+    extended: int = 0
+    peak_held: int = 0
 
 
 class _Periods:
@@ -399,7 +625,7 @@ class _Periods:
         self.open: dict[str, _Open] = {}
         self.closed: list[HoldPeriod] = []
 
-    def see(self, tick: datetime, windows: tuple[HoldWindow, ...], held: dict[str, int]) -> None:
+    def see(self, tick: datetime, windows: Iterable[HoldWindow], held: Mapping[str, int]) -> None:
         """One run: `held` counts the nodes each window holds after it."""
         holding = {w.name: w for w in windows if w.held}
         for name in [n for n in self.open if n not in holding]:
@@ -433,40 +659,62 @@ def _close(name: str, period: _Open, end: datetime | None) -> HoldPeriod:
     )
 
 
-def _replay_job(args: tuple[Timeline, Window, HoldSettings, bool]) -> ColumnResult:
-    return replay(*args)
-
-
 def simulate(
     timeline: Timeline,
     window: Window,
     holds: list[HoldSettings],
-    *,
-    events: bool = True,
-    jobs: int = 0,
+    options: ReplayOptions = ReplayOptions(),
 ) -> Simulation:
-    """Replay every configuration; with jobs > 1, in that many processes at once."""
+    """Replay every configuration, one after the other, in this process."""
     began = time.perf_counter()
-    jobs = jobs or (os.cpu_count() or 1)
-    jobs = max(1, min(jobs, len(holds)))
-    work = [(timeline, window, hold, events) for hold in holds]
-    if jobs == 1:
-        results = [_replay_job(w) for w in work]
-    else:
-        # spawn, not fork: the parent may have threads (a test runner's), and a fresh
-        # interpreter per process keeps each replay independent.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            results = list(pool.map(_replay_job, work))
+    results = [replay(timeline, window, hold, options) for hold in holds]
     return Simulation(
         timeline=timeline,
         window=window,
         results=tuple(results),
         unseen=tuple(schedule(timeline, window).unseen),
-        jobs=jobs,
         elapsed=time.perf_counter() - began,
     )
 
 
 def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Request(NamedTuple):
+    """What to replay: the timeline, when, and the configurations."""
+
+    timeline: Timeline
+    window: Window
+    holds: list[HoldSettings]
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The replay options as given: --compare, --interval, --start, --end, --last."""
+
+    compare: str = ""
+    interval: timedelta = timedelta(minutes=1)
+    start: str | None = None
+    end: str | None = None
+    last: timedelta | None = None
+
+
+def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Request:
+    """Check the replay options and read the timeline; ConfigError says what is wrong."""
+    holds = configurations(base, parse_compare(asked.compare, base))
+    interval = asked.interval
+    if interval < MIN_INTERVAL or interval.total_seconds() % 1:
+        raise ConfigError("--interval: use whole seconds, at least 10s (the CronJob runs every 1m)")
+    bounds = Bounds(_moment(asked.start, "--start"), _moment(asked.end, "--end"), asked.last)
+    timeline = load_timeline(list(paths))
+    return Request(timeline, replay_window(timeline, holds, interval, bounds), holds)
+
+
+def _moment(raw: str | None, option: str) -> datetime | None:
+    if raw is None:
+        return None
+    try:
+        return parse_time(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None

@@ -6,15 +6,18 @@ section has a heading, every figure a unit, and a legend says what each row coun
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TextIO
 
 from reconcile.settings import format_duration
 from reconcile.simulate import sparkline
 from reconcile.simulate.replay import ColumnResult, HoldPeriod, Simulation
 
 MAX_PERIOD_LINES = 60
+WHOLE_PERCENT_FROM = 10  # below 10%, one decimal: 0.4% is not 0%
 
 
 def _clock(moment: datetime, multi_day: bool) -> str:
@@ -34,7 +37,7 @@ def _pct(part: float, whole: float) -> str:
     if not whole:
         return "-"
     share = 100 * part / whole
-    return f"{share:.0f}%" if share >= 10 or share == 0 else f"{share:.1f}%"
+    return f"{share:.0f}%" if share >= WHOLE_PERCENT_FROM or share == 0 else f"{share:.1f}%"
 
 
 def _held_time(result: ColumnResult, interval: timedelta) -> timedelta:
@@ -61,11 +64,10 @@ def render_text(sim: Simulation) -> list[str]:
     lines += ["", *_periods(sim)]
     lines += ["", *_comparison(sim)]
     lines += ["", *_sparklines(sim)]
-    processes = f"{sim.jobs} processes" if sim.jobs > 1 else "1 process"
     lines += [
         "",
         f"Replayed {len(sim.results)} configuration(s) x {sim.window.runs:,} runs through the "
-        f"real reconciler in {sim.elapsed:.1f}s ({processes}).",
+        f"reconciler's decision, in memory, in {sim.elapsed:.1f}s.",
     ]
     return lines
 
@@ -86,7 +88,7 @@ def _header(sim: Simulation) -> list[str]:
         f"  replay {window.start:%Y-%m-%d %H:%M} -> {window.end:%Y-%m-%d %H:%M} UTC "
         f"({_span(window.end - window.start)}), a run every {format_duration(window.interval)} "
         "like the CronJob:",
-        f"  {window.runs:,} runs per configuration, each over HTTP against its own API test server",
+        f"  {window.runs:,} runs per configuration, in memory, through the CronJob's decide()",
     ]
     if sim.unseen:
         lines.append(
@@ -172,7 +174,7 @@ def _comparison(sim: Simulation) -> list[str]:
         lambda r: f"{sum(r.writes) / max(r.runs, 1):.2f} / {max(r.writes, default=0)}",
     )
     row("Events recorded", lambda r: str(r.events))
-    row("API requests", lambda r: f"{r.requests:,}")
+    row("API requests (computed)", lambda r: f"{r.requests:,}")
     lines = [
         f"Comparison: the same {sim.window.runs:,} runs for each configuration "
         "(duration[/scope][/max=cap])"
@@ -186,6 +188,7 @@ def _comparison(sim: Simulation) -> list[str]:
         "  removed while held: nodes the timeline deletes while they carry the hold; Karpenter",
         "    would not have disrupted them voluntarily then: the churn a hold prevents",
         "  writes: annotation patches sent to nodes; Events: HoldStarted/Extended/Ended recorded",
+        "  API requests: what the runs would send: list pages (500 nodes each), patches, Events",
     ]
     return lines
 
@@ -272,6 +275,17 @@ def _column_json(result: ColumnResult, sim: Simulation, primary: bool) -> dict[s
     }
 
 
+def render(sim: Simulation, output: str, plot: str | None) -> list[str]:
+    """The lines to print: the text report, or one JSON object."""
+    if output == "json":
+        data = render_json(sim)
+        if plot:
+            data["plot"] = plot
+        return [json.dumps(data, indent=2)]
+    lines = render_text(sim)
+    return [*lines, f"Plot written to {plot}."] if plot else lines
+
+
 def render_json(sim: Simulation) -> dict[str, Any]:
     window = sim.window
     return {
@@ -289,6 +303,49 @@ def render_json(sim: Simulation) -> dict[str, Any]:
         },
         "present_nodes": list(sim.primary.present_nodes),
         "configurations": [_column_json(r, sim, i == 0) for i, r in enumerate(sim.results)],
-        "jobs": sim.jobs,
         "elapsed_seconds": round(sim.elapsed, 3),
     }
+
+
+# --- progress ------------------------------------------------------------------------------
+
+
+class ProgressLine:
+    """Runs done / total per configuration on stderr, once a replay takes a while.
+
+    Silent for the first `after` seconds (most replays are done by then), then at most
+    one update every `every` seconds: rewritten in place on a terminal, one line each
+    otherwise (a log file stays readable).
+    """
+
+    def __init__(
+        self, stream: TextIO, configurations: int, after: float = 2.0, every: float = 1.0
+    ) -> None:
+        self.stream = stream
+        self.configurations = configurations
+        self.after = after
+        self.every = every
+        self.began = time.monotonic()
+        self.shown = 0.0
+        self.labels: list[str] = []
+        self.tty = stream.isatty()
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        if not self.labels or self.labels[-1] != label:
+            self.labels.append(label)
+        now = time.monotonic()
+        if now - self.began < self.after or (now - self.shown < self.every and done < total):
+            return
+        self.shown = now
+        text = (
+            f"simulate: configuration {len(self.labels)}/{self.configurations} ({label}): "
+            f"{done:,}/{total:,} runs, {now - self.began:.0f}s"
+        )
+        self.stream.write(f"\r{text}\033[K" if self.tty else text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the line rewritten in place, so the report starts on its own line."""
+        if self.tty and self.shown:
+            self.stream.write("\n")
+            self.stream.flush()

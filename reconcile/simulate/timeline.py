@@ -35,7 +35,7 @@ from reconcile.settings import ConfigError
 
 FORMATS = ("yaml", "json", "csv")
 CSV_COLUMNS = ("name", "created", "deleted", "labels")
-ENTRY_KEYS = ("name", "created", "deleted", "labels")
+ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")
 TOP_KEYS = ("nodes", "start", "end", "description")
 REGISTERED = frozenset({"RegisteredNode"})  # node lifecycle controller: "Registered Node x"
 REMOVED = frozenset({"RemovingNode", "DeletingNode"})  # "Removing Node x from Controller"
@@ -51,12 +51,17 @@ class TimelineError(ConfigError):
 
 @dataclass(frozen=True)
 class TimelineNode:
-    """One node's life: it exists from `created` until `deleted` (None: still there)."""
+    """One node's life: it exists from `created` until `deleted` (None: still there).
+
+    `annotations` are those it has when it appears (say a do-not-disrupt set by hand):
+    only timeline files give them; kubectl output shows today's, not the past's.
+    """
 
     name: str
     created: datetime | None  # None: existed before the timeline (only a removal was seen)
     deleted: datetime | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     def overlaps(self, other: TimelineNode) -> bool:
         """Whether two lives with the same name overlap (so they are the same node)."""
@@ -323,7 +328,8 @@ def _entries(items: list[Any], base: Where) -> list[TimelineNode]:
         deleted = _time(item.get("deleted"), (*path, "deleted"), required=False)
         _check_order(created, deleted, (*path, "deleted"))
         labels = _labels(item.get("labels"), (*path, "labels"))
-        node = TimelineNode(name, created, deleted, labels)
+        annotations = _annotations(item.get("annotations"), (*path, "annotations"))
+        node = TimelineNode(name, created, deleted, labels, annotations)
         for other, other_path in seen[name]:
             if node.overlaps(other):
                 raise _Problem(
@@ -407,6 +413,24 @@ def _labels(raw: Any, path: Where) -> dict[str, str]:
     return labels
 
 
+def _annotations(raw: Any, path: Where) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _Problem(
+            path, "annotations must be a mapping like {karpenter.sh/do-not-disrupt: 'true'}"
+        )
+    for key, value in raw.items():
+        if not isinstance(key, str) or (problem := qualified_name_problem(key)):
+            why = problem if isinstance(key, str) else "not text"
+            raise _Problem((*path, str(key)), f"annotation key {key!r} is not valid ({why})")
+        if not isinstance(value, str):
+            raise _Problem(
+                (*path, key), f"annotation {key} has value {value!r}, which is not text; quote it"
+            )
+    return dict(raw)
+
+
 def _check_label(key: Any, value: Any, path: Where) -> None:
     if not isinstance(key, str) or (problem := qualified_name_problem(key)):
         why = problem if isinstance(key, str) else "not text"
@@ -425,65 +449,82 @@ def _kube_list(data: dict[str, Any]) -> _Parsed:
     if not isinstance(items, list):
         raise _Problem(("items",), "`items` must be a list (kubectl get ... -o json)")
     list_kind = str(data.get("kind", ""))
-    default_kind = list_kind[: -len("List")] if list_kind not in ("", "List") else ""
-    nodes: list[TimelineNode] = []
-    events: list[tuple[datetime, str, str, Where]] = []
-    skipped_claims = ignored_events = 0
+    found = _KubeItems(list_kind[: -len("List")] if list_kind not in ("", "List") else "")
     for i, item in enumerate(items):
-        path: Where = ("items", i)
+        found.add(item, ("items", i))
+    return found.parsed()
+
+
+@dataclass
+class _KubeItems:
+    """Nodes, NodeClaims and node Events from one kubectl list, and what was left out."""
+
+    default_kind: str  # `kind: NodeList` items may leave out their own kind
+    nodes: list[TimelineNode] = field(default_factory=list)
+    events: list[tuple[datetime, str, str, Where]] = field(default_factory=list)
+    skipped_claims: int = 0
+    ignored_events: int = 0
+
+    def add(self, item: Any, path: Where) -> None:
         if not isinstance(item, dict):
             raise _Problem(path, "each item must be a Kubernetes object")
-        kind = str(item.get("kind") or default_kind)
-        meta = item.get("metadata") or {}
+        kind = str(item.get("kind") or self.default_kind)
         if kind == "Node":
-            name = _name(meta.get("name"), (*path, "metadata", "name"))
-            created = _time(
-                meta.get("creationTimestamp"),
-                (*path, "metadata", "creationTimestamp"),
-                required=True,
-            )
-            deleted = _time(
-                meta.get("deletionTimestamp"),
-                (*path, "metadata", "deletionTimestamp"),
-                required=False,
-            )
-            labels = _labels(meta.get("labels"), (*path, "metadata", "labels"))
-            nodes.append(TimelineNode(name, created, deleted, labels))
+            self.nodes.append(_kube_node(item, path))
         elif kind == "NodeClaim":
             node = _node_claim(item, path)
             if node is None:
-                skipped_claims += 1
+                self.skipped_claims += 1
             else:
-                nodes.append(node)
+                self.nodes.append(node)
         elif kind == "Event":
             found = _node_event(item, path)
             if found is None:
-                ignored_events += 1
+                self.ignored_events += 1
             else:
-                events.append(found)
+                self.events.append(found)
         else:
             raise _Problem(
                 (*path, "kind"),
                 f"kind {kind or '(none)'} is not Node, NodeClaim or Event; use "
                 "`kubectl get nodes -o json`, `kubectl get nodeclaims -o json` or node Events",
             )
-    notes: list[str] = []
-    if skipped_claims:
-        notes.append(f"{skipped_claims} NodeClaim(s) without status.nodeName left out (no node)")
-    if events:
-        from_events, unknown = _lives_from_events(events)
-        nodes.extend(from_events)
-        if unknown:
+
+    def parsed(self) -> _Parsed:
+        notes: list[str] = []
+        if self.skipped_claims:
             notes.append(
-                f"{unknown} node(s) only have a removal Event; they count as existing "
-                "since long before the replay"
+                f"{self.skipped_claims} NodeClaim(s) without status.nodeName left out (no node)"
             )
-    elif ignored_events:
-        notes.append(
-            f"{ignored_events} Event(s) ignored: only RegisteredNode, RemovingNode and "
-            "DeletingNode on Nodes tell when nodes came and went"
-        )
-    return _Parsed(nodes, notes=tuple(notes))
+        nodes = list(self.nodes)
+        if self.events:
+            from_events, unknown = _lives_from_events(self.events)
+            nodes.extend(from_events)
+            if unknown:
+                notes.append(
+                    f"{unknown} node(s) only have a removal Event; they count as existing "
+                    "since long before the replay"
+                )
+        elif self.ignored_events:
+            notes.append(
+                f"{self.ignored_events} Event(s) ignored: only RegisteredNode, RemovingNode and "
+                "DeletingNode on Nodes tell when nodes came and went"
+            )
+        return _Parsed(nodes, notes=tuple(notes))
+
+
+def _kube_node(item: dict[str, Any], path: Where) -> TimelineNode:
+    """A Node as kubectl shows it; its annotations are today's, so they are left out."""
+    meta = item.get("metadata") or {}
+    name = _name(meta.get("name"), (*path, "metadata", "name"))
+    created = _time(
+        meta.get("creationTimestamp"), (*path, "metadata", "creationTimestamp"), required=True
+    )
+    deleted = _time(
+        meta.get("deletionTimestamp"), (*path, "metadata", "deletionTimestamp"), required=False
+    )
+    labels = _labels(meta.get("labels"), (*path, "metadata", "labels"))
+    return TimelineNode(name, created, deleted, labels)
 
 
 def _node_claim(item: dict[str, Any], path: Where) -> TimelineNode | None:
@@ -573,6 +614,7 @@ def _combine(a: TimelineNode, b: TimelineNode) -> TimelineNode:
         created=min(created) if created else None,
         deleted=max(deleted) if deleted else None,
         labels={**a.labels, **b.labels},
+        annotations={**a.annotations, **b.annotations},
     )
 
 

@@ -88,7 +88,7 @@ def test_json_output_has_the_documented_fields(api: ApiServer, kubeconfig: str) 
     api.add_node("new", created=api.now() - timedelta(minutes=5), eks=False)
     result = run_cli("reconcile", "--kubeconfig", kubeconfig, "--output", "json")
     assert result.code == 0, result.stderr
-    data = json.loads(result.stdout)
+    data = result.json
     assert data["held"] is True
     assert data["youngestNode"] == "new"
     created = datetime.fromisoformat(api.get_node("new")["metadata"]["creationTimestamp"])  # type: ignore[index]
@@ -109,7 +109,7 @@ def test_logs_go_to_stderr_as_json_lines_when_asked(api: ApiServer, kubeconfig: 
         "reconcile", "--kubeconfig", kubeconfig, "-v", "--log-format", "json", "--output", "json"
     )
     assert result.code == 0
-    json.loads(result.stdout)  # stdout is only the result
+    assert all(json.loads(line) for line in result.lines)  # stdout is only JSON lines
     logs = [json.loads(line) for line in result.stderr.splitlines() if line.strip()]
     assert logs, "-v logs at least the run's summary"
     assert all({"time", "level", "message"} <= set(entry) for entry in logs)

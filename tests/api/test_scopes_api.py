@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import subprocess
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -132,9 +133,52 @@ def test_max_hold_caps_a_stretch_even_while_nodes_keep_arriving(
         api.set_clock(start + timedelta(minutes=minute))
         add(api, f"n{minute}", timedelta(0))
         assert run(kubeconfig, "reconcile", *args).code == 0
-        held_at.append(api.annotations("base") == OURS)
+        held_at.append(api.annotations("base").get(KEY) == "true")
     # Held from 0 to 60 (cap), free for one hold duration (60-80), then a new stretch.
     assert held_at == [True] * 6 + [False, False] + [True, True]
+
+
+def test_max_hold_is_a_hard_bound_when_the_first_nodes_of_a_stretch_go_away(
+    api: ApiServer, kubeconfig: str
+) -> None:
+    """One batch node every 10 minutes, each living 25 minutes, --max-hold 1h: before, the
+    cap never fired (the stretch was recomputed from the nodes that still existed)."""
+    start = api.now()
+    add(api, "base", OLD)
+    args = ("--hold-duration", "20m", "--max-hold", "1h")
+    created: dict[str, datetime] = {}
+    held_minutes = []
+    for minute in range(0, 240):
+        now = start + timedelta(minutes=minute)
+        api.set_clock(now)
+        if minute % 10 == 0 and minute < 200:  # then the batch work stops
+            add(api, f"batch{minute}", timedelta(0))
+            created[f"batch{minute}"] = now
+        for name, born in list(created.items()):
+            if now - born >= timedelta(minutes=25):
+                api.delete_node(name)
+                del created[name]
+        assert run(kubeconfig, "reconcile", *args).code == 0
+        if api.annotations("base").get(KEY) == "true":
+            held_minutes.append(minute)
+    stretches = _runs(held_minutes)
+    assert stretches, "a hold starts at all"
+    for first, last in stretches:
+        assert last - first + 1 <= 60 + 1, stretches  # the cap, plus at most one run interval
+    for (_, end), (begin, _) in itertools.pairwise(stretches):
+        assert begin - end - 1 >= 20, stretches  # free for at least one hold duration
+    assert api.annotations("base") == {}  # nothing of ours left once free
+
+
+def _runs(minutes: list[int]) -> list[tuple[int, int]]:
+    """Consecutive minutes as (first, last) stretches."""
+    runs: list[tuple[int, int]] = []
+    for minute in minutes:
+        if runs and runs[-1][1] == minute - 1:
+            runs[-1] = (runs[-1][0], minute)
+        else:
+            runs.append((minute, minute))
+    return runs
 
 
 def test_events_mark_start_extension_and_end_of_a_hold(api: ApiServer, kubeconfig: str) -> None:

@@ -1,26 +1,38 @@
-"""`node-holder simulate`: known answers on handcrafted timelines, the HTTP path, the
-comparison syntax, the output, and the demo's own command."""
+"""`node-holder simulate`: known answers on handcrafted timelines, the in-memory API
+semantics (merge patches, resourceVersion, computed requests), the comparison syntax, the
+output, progress, and the demo's own command."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from reconcile.decide import NodePatch, NodeView
 from reconcile.examples import generate_day
-from reconcile.settings import HoldSettings
-from reconcile.simulate.replay import replay, replay_window, simulate
+from reconcile.settings import HoldSettings, Scope
+from reconcile.simulate.replay import (
+    ReplayOptions,
+    SimulationFailed,
+    apply_patch,
+    merge_patch,
+    replay,
+    replay_window,
+    simulate,
+)
+from reconcile.simulate.report import ProgressLine
 from reconcile.simulate.timeline import load_timeline
 from tests.clusters import CliResult, run_cli
-from tests.kubeapi.apiserver import ApiServer, RequestInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "reconcile" / "examples" / "batch-day.yaml"
@@ -44,7 +56,7 @@ def timeline_file(tmp_path: Path, *extra: str, start: str = "00:00", end: str = 
 
 
 def simulate_json(*args: str) -> dict[str, Any]:
-    result = run_cli("simulate", *args, "--output", "json", "--jobs", "1")
+    result = run_cli("simulate", *args, "--output", "json")
     assert result.code == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -135,7 +147,7 @@ def test_deletions_while_held_are_counted_and_short_lived_nodes_are_never_seen(
     timeline = load_timeline([path])
     hold = HoldSettings()
     window = replay_window(timeline, [hold], timedelta(minutes=1))
-    sim = simulate(timeline, window, [hold], jobs=1)
+    sim = simulate(timeline, window, [hold], ReplayOptions(verify=True))
     (result,) = sim.results
     assert sim.unseen == ("flash",)
     # `new` leaves at the run at 00:06 while held; the old nodes then release at once.
@@ -162,46 +174,176 @@ def test_group_scope_holds_only_the_group_that_grew(tmp_path: Path) -> None:
     assert cluster["node_minutes_held"] == 4 * 20.0
 
 
-def test_every_run_goes_over_http_through_the_real_client(tmp_path: Path) -> None:
+def test_requests_are_computed_as_list_pages_patches_and_events(tmp_path: Path) -> None:
+    """What the old replay counted from the test server's log: lists, patches, Events."""
+    olds = "".join(
+        f"  - {{name: old-{i}, created: 2024-05-01T00:00:00Z}}\n" for i in range(3, 1001)
+    )
     path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}", end="00:30")
+    Path(path).write_text(Path(path).read_text() + olds)
+    data = simulate_json(path)
+    (column,) = data["configurations"]
+    assert data["present_nodes"] == [1001] * 30
+    # 1,001 nodes: 3 list pages of 500 per run; every node patched on and off; 2 Events.
+    assert column["writes"]["total"] == 2 * 1001
+    assert column["events"] == 2
+    assert column["requests"] == 30 * 3 + 2 * 1001 + 2
+    quiet = simulate_json(path, "--no-events")["configurations"][0]
+    assert (quiet["events"], quiet["requests"]) == (0, 30 * 3 + 2 * 1001)
+
+
+def view(**annotations: str) -> NodeView:
+    return NodeView(
+        name="n",
+        created=T0,
+        resource_version="7",
+        labels={POOL: "b"},
+        annotations=annotations,
+    )
+
+
+def test_patches_are_merged_as_the_api_server_merges_them() -> None:
+    """RFC 7386 on metadata, whatever the keys; the resourceVersion is a precondition."""
+    assert merge_patch({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": None, "e": 4}, "f": 5}) == {
+        "a": 1,
+        "b": {"d": 3, "e": 4},
+        "f": 5,
+    }
+    before = view(**{"team": "x", KEY: "true", "example.com/since": "old"})
+    patch = NodePatch(
+        node="n",
+        resource_version="7",
+        changes=((KEY, None), ("example.com/since", None), ("example.com/new", "2024")),
+    )
+    after = apply_patch(before, patch)
+    assert after.annotations == {"team": "x", "example.com/new": "2024"}
+    assert after.labels == {POOL: "b"}
+    assert after.resource_version == "8"
+    assert before.annotations == {"team": "x", KEY: "true", "example.com/since": "old"}
+    with pytest.raises(SimulationFailed, match="expects resourceVersion 7, the node has 8"):
+        apply_patch(after, patch)
+
+
+def test_a_hand_set_annotation_is_never_touched(tmp_path: Path) -> None:
+    """A node that arrives with the hold key set by someone else keeps it through a cycle."""
+    path = timeline_file(
+        tmp_path,
+        "{name: new, created: 2024-05-14T00:00:00Z}",
+        "{name: pinned, created: 2024-05-01T00:00:00Z, "
+        "annotations: {karpenter.sh/do-not-disrupt: 'false', team: x}}",
+    )
     timeline = load_timeline([path])
     hold = HoldSettings()
     window = replay_window(timeline, [hold], timedelta(minutes=1))
-    seen: list[RequestInfo] = []
+    seen: dict[datetime, dict[str, dict[str, str]]] = {}
 
-    def observe(api: ApiServer) -> None:
-        api.on_request(seen.append)
+    def observe(tick: datetime, views: list[NodeView]) -> None:
+        seen[tick] = {v.name: dict(v.annotations) for v in views}
 
-    result = replay(timeline, window, hold, observe=observe)
-    lists = [r for r in seen if r.method == "GET" and r.path == "/api/v1/nodes"]
-    patches = [r for r in seen if r.method == "PATCH"]
-    events = [r for r in seen if r.method == "POST" and r.path.endswith("/events")]
-    assert len(lists) == window.runs == 30
-    assert len(patches) == sum(result.writes) == 6
-    assert len(events) == result.events == 2
-    assert {r.identity for r in seen} == {"admin"}  # the kubeconfig's bearer token
-    assert all(r.content_type == "application/merge-patch+json" for r in patches)
-    bodies = [json.loads(r.body) for r in patches]
-    assert all("resourceVersion" in b["metadata"] for b in bodies)  # the precondition
-    assert {b["metadata"]["annotations"].get(KEY) for b in bodies} == {"true", None}
+    result = replay(timeline, window, hold, ReplayOptions(verify=True, observe=observe))
+    pinned = {KEY: "false", "team": "x"}
+    assert all(nodes["pinned"] == pinned for nodes in seen.values())
+    assert seen[T0]["new"] == {KEY: "true", "node-holder.dev/owned-annotations": KEY}
+    assert seen[T0 + timedelta(minutes=20)]["new"] == {}
+    # Held by someone else counts as carrying the annotation, as in the cluster.
+    assert result.held_nodes[0] == 4 and result.held_nodes[20] == 1
+    assert sum(result.writes) == 3 + 3
 
 
-def test_parallel_processes_give_the_same_figures(tmp_path: Path) -> None:
+def replace_hold(
+    minutes: int = 20, scope: Scope = Scope.CLUSTER, max_hold: int | None = None
+) -> HoldSettings:
+    return HoldSettings(
+        hold_duration=timedelta(minutes=minutes),
+        scope=scope,
+        max_hold=timedelta(minutes=max_hold) if max_hold else None,
+    )
+
+
+def test_deciding_window_by_window_is_deciding_everything() -> None:
+    """The replay decides only windows whose nodes or hold end changed; verify=True also
+    decides the whole cluster every run and fails on any difference."""
+    timeline = load_timeline([str(EXAMPLE)])
+    holds = [
+        replace_hold(),
+        replace_hold(minutes=10),
+        replace_hold(scope=Scope.GROUP),
+        replace_hold(scope=Scope.NODE),
+        replace_hold(max_hold=60),
+        replace_hold(scope=Scope.GROUP, max_hold=30),
+    ]
+    window = replay_window(timeline, holds, timedelta(minutes=1))
+    checked = simulate(timeline, window, holds, ReplayOptions(verify=True))
+    fast = simulate(timeline, window, holds)
+    for a, b in zip(checked.results, fast.results, strict=True):
+        assert {**a.__dict__, "seconds": 0} == {**b.__dict__, "seconds": 0}
+    # The figures the old replay (over HTTP, against the test server) gave for this day.
+    assert [len(r.periods) for r in fast.results][:4] == [15, 22, 16, 99]
+    assert [sum(r.writes) for r in fast.results][:4] == [319, 502, 134, 156]
+    assert [r.events for r in fast.results][:4] == [77, 84, 78, 156]
+    assert [r.requests for r in fast.results][:4] == [1836, 2026, 1652, 1752]
+
+
+def test_jobs_is_accepted_and_ignored_with_a_note(tmp_path: Path) -> None:
     path = timeline_file(
         tmp_path,
         "{name: new, created: 2024-05-14T00:00:00Z}",
         "{name: newer, created: 2024-05-14T00:15:00Z}",
     )
 
-    def run(jobs: str) -> list[dict[str, Any]]:
-        result = run_cli(
-            "simulate", path, "--compare", "10m,40m", "--output", "json", "--jobs", jobs
-        )
+    def run(*extra: str) -> tuple[list[dict[str, Any]], str]:
+        result = run_cli("simulate", path, "--compare", "10m,40m", "--output", "json", *extra)
         assert result.code == 0, result.stderr
         columns = json.loads(result.stdout)["configurations"]
-        return [{k: v for k, v in c.items() if k != "replay_seconds"} for c in columns]
+        figures = [{k: v for k, v in c.items() if k != "replay_seconds"} for c in columns]
+        return figures, result.stderr
 
-    assert run("2") == run("1")
+    with_jobs, note = run("--jobs", "2")
+    without, quiet = run()
+    assert with_jobs == without
+    assert note == "node-holder: note: --jobs is ignored: simulate runs in one process\n"
+    assert quiet == ""
+
+
+def test_simulate_imports_no_http_client_and_no_test_server(tmp_path: Path) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    code = (
+        "import sys\n"
+        "from reconcile.cli import main\n"
+        "try:\n"
+        f"    main(['simulate', {path!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in\n"
+        "          ('kubernetes', 'urllib3', 'tests', 'socketserver')\n"
+        "          or m in ('http.server', 'reconcile.kube', 'reconcile.run', 'reconcile.apply')]\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Replayed 1 configuration(s) x 60 runs" in done.stdout
+
+
+def test_progress_shows_runs_per_configuration_only_once_it_takes_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = iter([0.0, 0.5, 1.0, 2.5, 2.6, 3.7, 3.8])
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+    stream = io.StringIO()
+    progress = ProgressLine(stream, configurations=2, after=2.0, every=1.0)
+    progress("20m", 1, 100)  # 0.5 s: too early
+    progress("20m", 50, 100)  # 1.0 s: too early
+    progress("20m", 100, 100)  # 2.5 s: shown
+    progress("10m", 1, 100)  # 2.6 s: shown less than a second ago
+    progress("10m", 60, 100)  # 3.7 s: shown
+    progress("10m", 100, 100)  # 3.8 s: the end of a configuration is always shown
+    assert stream.getvalue().splitlines() == [
+        "simulate: configuration 1/2 (20m): 100/100 runs, 2s",
+        "simulate: configuration 2/2 (10m): 60/100 runs, 4s",
+        "simulate: configuration 2/2 (10m): 100/100 runs, 4s",
+    ]
 
 
 # --- the command line -----------------------------------------------------------------
@@ -223,7 +365,7 @@ def test_compare_syntax_errors_are_one_line_exit_2(
     tmp_path: Path, compare: str, words: str
 ) -> None:
     path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
-    result = run_cli("simulate", path, "--compare", compare, "--jobs", "1")
+    result = run_cli("simulate", path, "--compare", compare)
     assert result.code == 2
     assert result.stdout == ""
     assert result.stderr.startswith(f"node-holder: error: {words}"), result.stderr
@@ -243,10 +385,9 @@ def test_compare_columns_inherit_the_hold_options(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (("--interval", "5s"), "--interval: use whole seconds, at least 10s"),
+        (("--interval", "5s"), "--interval: '5s' is shorter than 10s"),
         (("--start", "today"), "--start: 'today' is not an RFC 3339 time"),
         (("--end", "2024-05-13T00:00:00Z"), "the replay would end (2024-05-13T00:00:00Z) before"),
-        (("--jobs", "many"), "--jobs: 'many' is not a number"),
         (("--plot", "out.svg"), "--plot: 'out.svg' does not end in .png"),
     ],
 )
@@ -254,8 +395,7 @@ def test_bad_replay_options_are_one_line_exit_2(
     tmp_path: Path, args: tuple[str, ...], words: str
 ) -> None:
     path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
-    jobs = () if "--jobs" in args else ("--jobs", "1")
-    result = run_cli("simulate", path, *args, *jobs)
+    result = run_cli("simulate", path, *args)
     assert result.code == 2
     assert result.stderr.startswith(f"node-holder: error: {words}"), result.stderr
 
@@ -267,7 +407,7 @@ def test_a_long_history_asks_for_a_shorter_window_and_last_gives_it(tmp_path: Pa
         "  - {name: ancient, created: 2023-01-01T00:00:00Z}\n"
         "  - {name: new, created: 2024-05-14T00:00:00Z}\n"
     )
-    result = run_cli("simulate", str(path), "--jobs", "1")
+    result = run_cli("simulate", str(path))
     assert result.code == 2
     assert "runs at --interval 1m (at most 20,160); replay part of it with --last 24h" in (
         result.stderr
@@ -283,7 +423,7 @@ def test_text_output_explains_itself(tmp_path: Path) -> None:
         tmp_path,
         "{name: new, created: 2024-05-14T00:00:00Z, labels: {karpenter.sh/nodepool: batch}}",
     )
-    result = run_cli("simulate", path, "--compare", "40m", "--jobs", "1")
+    result = run_cli("simulate", path, "--compare", "40m")
     assert result.code == 0, result.stderr
     out = result.stdout
     assert "60 runs per configuration" in out
@@ -302,7 +442,7 @@ def test_text_output_explains_itself(tmp_path: Path) -> None:
 def test_plot_writes_a_png_or_says_how_to_install_matplotlib(tmp_path: Path) -> None:
     path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
     png = tmp_path / "hold.png"
-    result = run_cli("simulate", path, "--plot", str(png), "--jobs", "1")
+    result = run_cli("simulate", path, "--plot", str(png))
     try:
         import matplotlib  # noqa: F401, PLC0415
     except ImportError:
@@ -370,7 +510,7 @@ def test_the_demo_command_on_the_first_six_hours() -> None:
     assert re.search(r"^  01:31  01:53\s+22m  ip-\S+ \(batch\)\s+\+4\s+14$", out, re.MULTILINE)
     header = next(line for line in out.splitlines() if line.strip().startswith("20m *"))
     assert header.split() == ["20m", "*", "10m", "40m", "20m/group", "20m/node"]
-    assert "Replayed 5 configuration(s) x 360 runs through the real reconciler" in out
+    assert "Replayed 5 configuration(s) x 360 runs through the reconciler's decision" in out
 
 
 KARPENTER_LOG = """\

@@ -39,6 +39,7 @@ import re
 import secrets
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -147,9 +148,11 @@ class Fault:
     `status` answers that code with a Status body (or plain text with `plain_text`, like the
     API Priority and Fairness 429); `delay` sleeps first (to exceed a client timeout);
     `drop_connection` closes the socket without answering. `times=None` never runs out.
-    The real answer's body can be mangled in transit, as by a bad proxy: `drip=(n, t)` sends
-    it n bytes every t seconds; `cut="truncate"` sends half of it (Content-Length says all)
-    and closes, `cut="reset"` sends half and resets the connection.
+    `raw` answers those bytes as they are (`status` or 200, `content_type`), as a proxy in
+    between might; `gzip_cut` sends them gzip-compressed and cut in half. `headers` are added
+    to the answer (say, `Retry-After` as a date). The real answer's body can be mangled in
+    transit too: `drip=(n, t)` sends it n bytes every t seconds; `cut="truncate"` sends half
+    of it (Content-Length says all) and closes, `cut="reset"` sends half and resets.
     """
 
     method: str | None = None
@@ -162,6 +165,10 @@ class Fault:
     reason: str | None = None
     message: str | None = None
     plain_text: bool = False
+    raw: bytes | None = None
+    content_type: str = "application/json"
+    gzip_cut: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
     drip: tuple[int, float] | None = None
     cut: str | None = None  # "truncate" | "reset"
     hits: int = 0
@@ -416,7 +423,9 @@ class _Handler(BaseHTTPRequestHandler):
                     api._record(record)
                     self._drop()
                     return
-                if fault.status:
+                if fault.raw is not None:
+                    response = _raw_response(fault)
+                elif fault.status:
                     response = api._fault_response(fault, url.path)
             if response is None:
                 request = _Request(method, url.path, query, multi, self.headers, body, identity)
@@ -481,7 +490,8 @@ class _Handler(BaseHTTPRequestHandler):
             "Audit-Id": str(uuid.uuid4()),
             "Cache-Control": "no-cache, private",
             "Content-Type": response.content_type,
-            "Date": email.utils.format_datetime(api.now().replace(microsecond=0), usegmt=True),
+            "Date": email.utils.format_datetime(api.now().replace(microsecond=0), usegmt=True)[:-3]
+            + api.date_zone,
             "X-Kubernetes-Pf-Flowschema-Uid": _FLOWSCHEMA_UID,
             "X-Kubernetes-Pf-Prioritylevel-Uid": _PRIORITY_UID,
         }
@@ -500,6 +510,14 @@ class _Handler(BaseHTTPRequestHandler):
         return payload, len(body)
 
 
+def _raw_response(fault: Fault) -> _Response:
+    body, headers = fault.raw or b"", dict[str, str]()
+    if fault.gzip_cut:
+        zipped = gzip.compress(body)
+        body, headers = zipped[: len(zipped) // 2], {"Content-Encoding": "gzip"}
+    return _Response(fault.status or 200, body, fault.content_type, headers | fault.headers)
+
+
 class ApiServer:
     """The in-process API server (see the module docstring); start() it or use `with`."""
 
@@ -514,6 +532,8 @@ class ApiServer:
     ) -> None:
         self.store = Store()
         self.write_latency = write_latency
+        self.tls: ssl.SSLContext | None = None
+        self.date_zone = "GMT"  # how the Date header names UTC ("-0000" is legal too, RFC 5322)
         self.debug_endpoints = False  # test-only /debug/ control (debugapi.py), standalone only
         self.expand: tuple[bytes, bytes] | None = None  # (placeholder, bytes): big annotations
         self.errors: list[str] = []  # tracebacks of unexpected server errors (answered as 500)
@@ -542,6 +562,8 @@ class ApiServer:
             return self
         self._httpd = _HTTPServer((self._host, self._port), self)
         self._port = self._httpd.server_address[1]
+        if self.tls is not None:  # HTTPS with the caller's certificate (set before start)
+            self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -574,8 +596,8 @@ class ApiServer:
 
     @property
     def url(self) -> str:
-        """`http://127.0.0.1:<port>` (the port is known once started)."""
-        return f"http://{self._host}:{self._port}"
+        """`http://127.0.0.1:<port>` (the port is known once started); https with `tls`."""
+        return f"http{'s' if self.tls else ''}://{self._host}:{self._port}"
 
     @property
     def port(self) -> int:
@@ -861,6 +883,7 @@ class ApiServer:
         err.plain = fault.plain_text
         if fault.retry_after is not None:
             err.headers["Retry-After"] = str(fault.retry_after)
+        err.headers.update(fault.headers)
         return self._error_response(err)
 
     # ---- routing

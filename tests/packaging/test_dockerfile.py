@@ -359,8 +359,7 @@ def test_wheel_installs_and_runs_like_the_image(tmp_path):
     assert "reconcile/cli.py" in names
     # Test support never ships: no HTTP server, no test identities, no kubeconfig writer.
     assert not [n for n in names if "kubeapi" in n or "/testing/" in n], names
-    # TODO(issue 13): simulate still replays through the test server; drop this exclusion.
-    for name in (n for n in names if n.endswith(".py") and "/simulate/" not in n):
+    for name in (n for n in names if n.endswith(".py")):
         text = zf_text[name]
         for marker in ("BaseHTTPRequestHandler", "ThreadingHTTPServer", "write_kubeconfig"):
             assert marker not in text, f"{name} ships {marker}"

@@ -218,6 +218,8 @@ def test_cronjob_dir_installs_exactly_the_base():
     kinds = sorted(o["kind"] for o in render("."))
     expected = ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
     expected += ["Role", "RoleBinding", "CronJob"]
+    # The admission policy (tests/packaging/test_admission_policy.py).
+    expected += ["ConfigMap", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     assert kinds == sorted(expected)
 
 
@@ -522,6 +524,8 @@ def _expected_overlay(name: str) -> list[dict[str, Any]]:
     for key, value in OVERLAY_ENV_CHANGES[name].items():
         entry = next(e for e in env if e["name"] == key)
         entry["value"] = value
+        if key == "HOLD_ANNOTATION":  # the admission policy's parameters follow
+            only(expected, "ConfigMap")["data"]["holdAnnotations"] = value
     if name == "karpenter-only-cluster":
         template = pod_template(expected)
         del template["spec"]["affinity"]

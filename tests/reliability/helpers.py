@@ -14,7 +14,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from reconcile.kube import Kube, load_configuration
+from reconcile.access import load_configuration
+from reconcile.client import Client
 from reconcile.settings import ClusterAccess
 from tests.kubeapi.apiserver import ApiServer, RequestInfo
 
@@ -39,10 +40,10 @@ def young(api: ApiServer, name: str, annotations: dict[str, str] | None = None) 
     api.add_node(name, created=created, eks=False, annotations=annotations)
 
 
-def kube_for(kubeconfig: str | Path, request_timeout: float = 5.0, pool_size: int = 4) -> Kube:
+def kube_for(kubeconfig: str | Path, request_timeout: float = 5.0, pool_size: int = 4) -> Client:
     """A client like the CLI builds, for tests that call `run_once` directly."""
     cfg = load_configuration(ClusterAccess(kubeconfig=str(kubeconfig)), pool_size=pool_size)
-    return Kube(cfg, request_timeout=request_timeout)
+    return Client(cfg, request_timeout=request_timeout)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:

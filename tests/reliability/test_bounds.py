@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from reconcile.apply import NodeResult, Outcome
-from reconcile.kube import FIRST_PAGE, PAGE_BYTES
+from reconcile.read import FIRST_PAGE, PAGE_BYTES
 from reconcile.run import run_once
 from reconcile.settings import HoldSettings, RunSettings
 from tests.clusters import CliResult, run_cli

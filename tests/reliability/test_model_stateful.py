@@ -1,4 +1,4 @@
-"""Issue 5, point 5: a model-based (stateful) property test through the API test server.
+"""A model-based (stateful) property test through the API test server.
 
 Hypothesis drives random sequences of: nodes added (young or old, with or without
 people's annotations), deleted or marked deleting; people editing annotations, at
@@ -38,10 +38,11 @@ from hypothesis.stateful import (
     rule,
 )
 
-from reconcile.decide import claimed_keys
-from reconcile.kube import Kube
+from reconcile.client import Client
+from reconcile.nodes import claimed_keys
+from reconcile.read import ListFailed
 from reconcile.retry import Backoff
-from reconcile.run import ListFailed, RunResult, run_once
+from reconcile.run import RunResult, run_once
 from reconcile.settings import HoldSettings, RunSettings
 from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 from tests.reliability.helpers import KEY, MARKER, NODES, Arrivals, kube_for
@@ -270,7 +271,7 @@ class NodeHolder(RuleBasedStateMachine):
         assert stored == Counter(needed)  # exactly the writes the state required
         assert len(self.api.writes()) == len(needed)  # and nothing else: no 409, no retry
 
-    def run(self, kube: Kube) -> tuple[RunResult | None, Counter[str]]:
+    def run(self, kube: Client) -> tuple[RunResult | None, Counter[str]]:
         """One run; returns its result (None: the list failed) and its stored writes."""
         self.arrivals.reset()
         before = {n: self.api.annotations(n) for n in self.model}

@@ -1,4 +1,4 @@
-"""Issue 5, point 2: crashes. A real `node-holder reconcile` process against the API test
+"""Crashes. A real `node-holder reconcile` process against the API test
 server, killed (SIGKILL) or stopped (SIGTERM) while its patches are in flight.
 
 The server's request hook holds patches on the server side until the test has

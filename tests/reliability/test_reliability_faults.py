@@ -1,4 +1,4 @@
-"""Issue 5, point 3: API faults, through the real CLI and the API test server.
+"""API faults, through the real CLI and the API test server.
 
 The matrix crosses every transient fault (429 with Retry-After, APF's plain-text 429,
 500, 503, 504, a reset connection, an answer slower than --request-timeout) with every

@@ -1,4 +1,4 @@
-"""Issue 5, point 1: races. A person's change between our list and our patch survives,
+"""Races. A person's change between our list and our patch survives,
 the tool never claims an annotation it did not set, and two runs at once converge
 without losing or flapping anything.
 

@@ -55,7 +55,9 @@ def test_foreign_hold_annotation_is_never_touched(value: str) -> None:
     assert all(p.node != "n" for p in held.patches)
     released = decide(nodes, T0 + minutes(30), HOLD)
     assert all(p.node != "n" for p in released.patches)
-    assert dict(held.decisions[0].keys)[KEY] is KeyState.FOREIGN
+    expected = KeyState.FOREIGN if value == "true" else KeyState.EXEMPT
+    assert dict(held.decisions[0].keys)[KEY] is expected
+    assert held.decisions[0].state == ("held by others" if value == "true" else "exempt")
 
 
 def test_value_changed_by_someone_is_disowned_not_removed() -> None:

@@ -14,9 +14,16 @@ from datetime import timedelta
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from reconcile.decide import KeyState, Mode, NodeView, claimed_keys, decide, key_state
+from reconcile.decide import KeyState, Mode, decide, key_state
+from reconcile.nodes import NodeView, claimed_keys
 from reconcile.selectors import parse_selector
-from reconcile.settings import HOLD_VALUE, OWNERSHIP_MARKER, HoldSettings, Scope
+from reconcile.settings import (
+    HOLD_VALUE,
+    OWN_ANNOTATIONS,
+    OWNERSHIP_MARKER,
+    HoldSettings,
+    Scope,
+)
 from tests.support import T0, apply_plan
 
 KEY = "karpenter.sh/do-not-disrupt"
@@ -128,7 +135,7 @@ def test_patches_are_minimal_and_touch_only_our_keys(
         before = by_name[patch.node].annotations
         assert not by_name[patch.node].deleting
         for key, value in patch.changes:
-            assert key in (*hold.annotations, OWNERSHIP_MARKER) or key in claimed_keys(before)
+            assert key in (*hold.annotations, *OWN_ANNOTATIONS) or key in claimed_keys(before)
             assert before.get(key) != value  # every change changes something
         assert patch.resource_version == by_name[patch.node].resource_version
 
@@ -147,7 +154,7 @@ def test_hold_then_release_restores_annotations_exactly(
             n.uid,
             n.deleting,
             n.labels,
-            {k: v for k, v in n.annotations.items() if k != OWNERSHIP_MARKER},
+            {k: v for k, v in n.annotations.items() if k not in OWN_ANNOTATIONS},
         )
         for n in nodes
     ]

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from reconcile.kube import ApiError, TransportError
+from reconcile.client import ApiError, TransportError, error_for_status
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
 
 
@@ -56,9 +56,9 @@ def test_transient_errors_are_retried_until_success() -> None:
     clock = FakeClock()
     deadline, stop = make(clock)
     errors = [
-        ApiError(429, "TooManyRequests", "slow down", retry_after=2),
+        error_for_status(429, "TooManyRequests", "slow down", retry_after=2),
         TransportError("reset"),
-        ApiError(503, "ServiceUnavailable", "x"),
+        error_for_status(503, "ServiceUnavailable", "x"),
     ]
     timeouts: list[float] = []
 
@@ -89,7 +89,7 @@ def test_other_errors_are_raised_at_once(status: int) -> None:
 
     def call(timeout: float) -> None:
         calls.append(timeout)
-        raise ApiError(status, "X", "no")
+        raise error_for_status(status, "X", "no")
 
     with pytest.raises(ApiError):
         retrying(

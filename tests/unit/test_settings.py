@@ -4,18 +4,24 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import click
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconcile.settings import (
-    ConfigError,
-    annotation_keys_option,
-    duration_option,
-    format_duration,
-    parse_duration,
-    selector_option,
-)
+from reconcile.options import BY_NAME
+from reconcile.settings import ConfigError, format_duration, parse_duration
+
+
+def convert(name: str, text: str):
+    """Text through the setting's own click parameter, as for its flag and its env var."""
+
+    @click.command()
+    @BY_NAME[name].option()
+    def command(**_: object) -> None: ...
+
+    (param,) = command.params
+    return param.setting_type.convert(text, param, None)
 
 
 @pytest.mark.parametrize(
@@ -43,10 +49,10 @@ def test_durations_people_write_are_understood(text: str, expected: timedelta) -
 )
 def test_bad_durations_name_the_option_and_show_examples(text: str) -> None:
     with pytest.raises(ConfigError) as info:
-        duration_option(text, "--hold-duration", "HOLD_DURATION")
+        convert("hold_duration", text)
     message = str(info.value)
     assert message.startswith("--hold-duration (HOLD_DURATION): ")
-    assert "20m" in message and "PT20M" in message
+    assert "20m" in message and "PT20M" in message and "7d" in message
     assert "\n" not in message
 
 
@@ -65,13 +71,10 @@ def test_format_duration_reads_well() -> None:
 
 
 def test_annotation_keys_split_commas_keep_order_and_drop_repeats() -> None:
-    keys = annotation_keys_option(
-        [
-            "karpenter.sh/do-not-disrupt, cluster-autoscaler.kubernetes.io/scale-down-disabled",
-            "karpenter.sh/do-not-disrupt",
-        ],
-        "--annotation",
-        "HOLD_ANNOTATION",
+    keys = convert(
+        "annotations",
+        "karpenter.sh/do-not-disrupt, cluster-autoscaler.kubernetes.io/scale-down-disabled,"
+        "karpenter.sh/do-not-disrupt",
     )
     assert keys == (
         "karpenter.sh/do-not-disrupt",
@@ -95,13 +98,13 @@ def test_annotation_keys_split_commas_keep_order_and_drop_repeats() -> None:
 )
 def test_bad_annotation_keys_are_refused(key: str) -> None:
     with pytest.raises(ConfigError) as info:
-        annotation_keys_option([key], "--annotation", "HOLD_ANNOTATION")
+        convert("annotations", key)
     assert str(info.value).startswith("--annotation (HOLD_ANNOTATION): ")
 
 
 def test_bad_selector_names_the_option() -> None:
     with pytest.raises(ConfigError) as info:
-        selector_option("a in (", "--node-selector", "HOLD_NODE_SELECTOR")
+        convert("node_selector", "a in (")
     assert str(info.value).startswith(
         "--node-selector (HOLD_NODE_SELECTOR): 'a in (' is not a label selector"
     )

@@ -411,10 +411,40 @@ def test_empty_and_missing_files(tmp_path: Path) -> None:
 
 def test_cli_malformed_timeline_is_one_line_exit_2(tmp_path: Path) -> None:
     path = write(tmp_path, "t.yaml", "nodes:\n  - name: a\n    created: noon\n")
-    result = run_cli("simulate", path, "--jobs", "1")
+    result = run_cli("simulate", path)
     assert result.code == 2
     assert result.stdout == ""
     assert result.stderr == (
         f"node-holder: error: {path}:3: created 'noon' is not an RFC 3339 time; "
         "write an RFC 3339 time such as 2024-05-14T08:30:00Z\n"
     )
+
+
+def test_entries_may_carry_the_annotations_a_node_appears_with(tmp_path: Path) -> None:
+    timeline = load(
+        tmp_path,
+        "t.yaml",
+        "nodes:\n"
+        "  - name: a\n"
+        "    created: 2024-05-14T00:00:00Z\n"
+        "    annotations: {karpenter.sh/do-not-disrupt: 'false', team: x}\n"
+        "  - {name: b, created: 2024-05-14T00:00:00Z}\n",
+    )
+    got = {n.name: dict(n.annotations) for n in timeline.nodes}
+    assert got == {"a": {"karpenter.sh/do-not-disrupt": "false", "team": "x"}, "b": {}}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "words"),
+    [
+        ("[x]", ":4: annotations must be a mapping"),
+        ("{karpenter.sh/do-not-disrupt: false}", ":4: annotation karpenter.sh/do-not-disrupt has"),
+        ("{'bad key!': x}", ":4: annotation key 'bad key!' is not valid"),
+    ],
+)
+def test_bad_annotations_name_the_line(tmp_path: Path, annotations: str, words: str) -> None:
+    text = (
+        f"nodes:\n  - name: a\n    created: 2024-05-14T00:00:00Z\n    annotations: {annotations}\n"
+    )
+    message = error(tmp_path, "t.yaml", text)
+    assert message.startswith(words), message

@@ -1,0 +1,88 @@
+"""Logging on stderr: text or JSON lines, set up before any other option is parsed.
+
+The `--log-format` and `-v` options are eager (`reconcile.options`), so even the error
+line about another option's bad value comes out in the format that was asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+log = logging.getLogger("reconcile")
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line; `time` is RFC 3339 UTC (`2026-11-22T20:41:22.123Z`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": _rfc3339(record.created),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def _rfc3339(created: float) -> str:
+    moment = datetime.fromtimestamp(created, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class _Logging:
+    """What the eager --log-format and -v options said, for the final error line too."""
+
+    json: bool = False
+    verbose: int = 0
+
+
+_logging = _Logging()
+
+
+def setup_logging(fmt: str, verbose: int) -> None:
+    _logging.json = str(fmt).lower() == "json"
+    _logging.verbose = verbose
+    handler = logging.StreamHandler(sys.stderr)
+    if _logging.json:
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    level = logging.DEBUG if verbose >= 2 else logging.INFO if verbose == 1 else logging.WARNING
+    log.setLevel(level)
+    logging.getLogger("urllib3").setLevel(logging.DEBUG if verbose >= 3 else logging.ERROR)
+
+
+def logging_option(ctx: Any, param: Any, value: Any) -> Any:
+    """Eager: logging is set up before any other option is parsed (their errors log too)."""
+    fmt = value if param.name == "log_format" else ("json" if _logging.json else "text")
+    verbose = value if param.name == "verbose" else _logging.verbose
+    setup_logging(fmt, verbose or 0)
+    return value
+
+
+def error_line(prog: str, message: str) -> str:
+    """The run's last line on stderr, in the asked-for format."""
+    if _logging.json:
+        entry = {
+            "time": _rfc3339(datetime.now(UTC).timestamp()),
+            "level": "error",
+            "logger": prog,
+            "message": message,
+        }
+        return json.dumps(entry)
+    return f"{prog}: error: {message}"
+
+
+def verbosity() -> int:
+    return _logging.verbose

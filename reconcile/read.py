@@ -1,0 +1,126 @@
+"""Reading the cluster: the whole node list as compact node views, or nothing at all.
+
+A run that cannot see the whole node list changes nothing: `read_nodes` returns every node
+or raises `ListFailed` (an expired continue token restarts the list a few times first).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from reconcile.client import ApiError, Client, Gone, ListPage, NotFound, TransportError
+from reconcile.nodes import MalformedNode, NodeView, node_view
+from reconcile.retry import DeadlineExceeded, Interrupted
+from reconcile.settings import OWNERSHIP_MARKER, Clock, HoldSettings, RunSettings
+
+if TYPE_CHECKING:
+    from reconcile.apply import Pool
+
+log = logging.getLogger(__name__)
+
+LIST_RESTARTS = 3  # a continue token that expired (410) restarts the list this often
+#: A list page is sized to hold about this many bytes (at most --page-size nodes): memory
+#: follows the budget, not the size of the annotations people put on nodes.
+PAGE_BYTES = 4 * 2**20
+FIRST_PAGE = 20  # nodes in the first page, before anything is known about their size
+MIN_PAGE = 10
+
+
+def fitting_page_size(nodes: int, body_bytes: int, max_page_size: int) -> int:
+    """How many nodes fit PAGE_BYTES, judging by a page of `nodes` nodes and `body_bytes`."""
+    per_node = body_bytes / max(nodes, 1)
+    fit = int(PAGE_BYTES / per_node) if per_node else max_page_size
+    return max(min(fit, max_page_size), min(MIN_PAGE, max_page_size))
+
+
+class ListFailed(Exception):
+    """The whole node list could not be read; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    nodes: list[NodeView]
+    now: datetime
+    clock: str  # "server" (Date header) or "local"
+    pages: int
+    restarts: int
+
+
+@dataclass(frozen=True)
+class Keys:
+    """What a node view keeps: the annotations and labels the decision reads."""
+
+    annotations: frozenset[str]
+    labels: frozenset[str]
+
+    @classmethod
+    def of(cls, hold: HoldSettings) -> Keys:
+        return cls(frozenset(hold.annotations) | {OWNERSHIP_MARKER}, hold.label_keys)
+
+
+def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -> Listing:
+    """The whole list or an exception: a partial list is never returned."""
+    keys = Keys.of(hold)
+    restarts = 0
+    while True:
+        nodes: list[NodeView] = []
+        pages = 0
+        server_now: datetime | None = None
+        token: str | None = None
+        size = min(run.page_size, FIRST_PAGE)  # then sized to the bytes of the last page
+        try:
+            while True:
+                if pool.stop.is_set():
+                    raise Interrupted("list")
+
+                def page(timeout: float, token: str | None = token, size: int = size) -> ListPage:
+                    return kube.list_nodes(limit=size, continue_token=token, timeout=timeout)
+
+                got = pool.retry(page, "list nodes")
+                nodes.extend(node_view(m, keys.annotations, keys.labels) for m in got.items)
+                size = fitting_page_size(len(got.items) or size, got.size, run.page_size)
+                del got.items[:]
+                pages += 1
+                server_now = got.date
+                token = got.continue_token
+                if not token:
+                    break
+        except Gone as exc:
+            if restarts < LIST_RESTARTS:
+                restarts += 1
+                log.info("node list expired mid-way (410 Gone); starting the list again")
+                continue
+            raise ListFailed(f"cannot list nodes: {exc.explain()}; nothing was changed") from None
+        except ApiError as exc:
+            raise ListFailed(f"cannot list nodes: {exc.explain()}; nothing was changed") from None
+        except TransportError as exc:
+            raise ListFailed(f"cannot list nodes: {exc}; nothing was changed") from None
+        except MalformedNode as exc:
+            # One node we cannot decide on makes the whole decision unsafe (is it the youngest?).
+            raise ListFailed(
+                f"cannot decide: {exc}; fix or delete that node; nothing was changed"
+            ) from None
+        except DeadlineExceeded:
+            raise ListFailed(
+                "cannot list nodes within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
+            ) from None
+        break
+    if run.clock is Clock.SERVER and server_now is not None:
+        now, clock = server_now, "server"
+    else:
+        if run.clock is Clock.SERVER:
+            log.warning("the API server sent no Date header; deciding with the local clock")
+        now, clock = datetime.now(UTC), "local"
+    return Listing(nodes, now, clock, pages, restarts)
+
+
+def read_node(kube: Client, name: str, keys: Keys, timeout: float) -> NodeView | None:
+    """One node read again (after a 409); None if it is gone."""
+    try:
+        metadata = kube.get_node(name, timeout=timeout)
+    except NotFound:
+        return None
+    return node_view(metadata, keys.annotations, keys.labels)

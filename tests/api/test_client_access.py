@@ -1,0 +1,355 @@
+"""Cluster access fails early and says why: plugins, certificates, contexts, kubeconfig lists.
+
+Each bad access is exit 2 with one line naming it, before any request reaches the API test
+server; URLs the tool prints carry no credentials.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconcile import access
+from tests.clusters import CliResult, run_cli
+from tests.kubeapi.apiserver import ApiServer
+from tests.reliability.helpers import OURS, REPO, assert_one_clear_line, old, young
+
+V1 = "client.authentication.k8s.io/v1"
+JSON_LOGS = ("--log-format", "json", "--page-size", "2")
+
+
+def reconcile(kubeconfig: Path | str, *args: str, env: dict[str, str] | None = None) -> CliResult:
+    return run_cli("reconcile", "--kubeconfig", str(kubeconfig), *args, env=env)
+
+
+def edited(api: ApiServer, tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """A kubeconfig without credentials (no token in the URL either), then `change`d."""
+    path = api.write_kubeconfig(tmp_path / "kubeconfig", identity="noauth")
+    doc = yaml.safe_load(path.read_text())
+    change(doc)
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def plugin(tmp_path: Path, script: str) -> str:
+    path = tmp_path / "get-token"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return str(path)
+
+
+def with_exec(command: str, **more: Any) -> Callable[[dict[str, Any]], None]:
+    def change(doc: dict[str, Any]) -> None:
+        doc["users"][0]["user"] = {"exec": {"apiVersion": V1, "command": command, **more}}
+
+    return change
+
+
+def credential(token: str, api_version: str = V1) -> str:
+    doc = {"apiVersion": api_version, "kind": "ExecCredential", "status": {"token": token}}
+    return json.dumps(doc)
+
+
+# --- exec credential plugins ----------------------------------------------------------
+
+
+def test_a_working_plugin_s_token_is_used(api: ApiServer, tmp_path: Path) -> None:
+    old(api, "n1")
+    young(api, "n2")
+    script = plugin(tmp_path, f"echo '{credential(api.token('admin'))}'\n")
+    result = reconcile(edited(api, tmp_path, with_exec(script)))
+    assert result.code == 0, result.stderr
+    assert api.annotations("n1") == OURS
+    assert {r.identity for r in api.requests} == {"admin"}
+
+
+PLUGIN_FAILURES = {
+    "missing": (None, "was not found: run 'brew install aws'"),
+    "fails": ("echo 'An error occurred (ExpiredToken)' >&2; exit 255", "failed (exit 255)"),
+    "prints garbage": ("echo 'Enter MFA code:'", "is not JSON"),
+    "prints JSON of another kind": ('echo \'{"kind": "Status"}\'', "printed no ExecCredential"),
+    "prints no token": (
+        f"echo '{json.dumps({'apiVersion': V1, 'kind': 'ExecCredential', 'status': {}})}'",
+        "printed no token nor certificate",
+    ),
+    "answers another apiVersion": (
+        f"echo '{credential('x', 'client.authentication.k8s.io/v1beta1')}'",
+        "not the 'client.authentication.k8s.io/v1' asked for",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(PLUGIN_FAILURES))
+def test_a_plugin_failure_is_a_configuration_error_before_any_request(
+    api: ApiServer, tmp_path: Path, case: str
+) -> None:
+    script, expected = PLUGIN_FAILURES[case]
+    command = str(tmp_path / "aws") if script is None else plugin(tmp_path, script + "\n")
+    kubeconfig = edited(api, tmp_path, with_exec(command, installHint="run 'brew install aws'"))
+
+    result = reconcile(kubeconfig)
+
+    assert result.code == 2, result.stderr
+    line = assert_one_clear_line(result.stderr)
+    assert f'credential plugin "{command}"' in line and expected in line, line
+    if case == "fails":
+        assert "ExpiredToken" in line  # the plugin's own message
+    assert api.requests == []
+
+
+def test_a_plugin_that_hangs_is_bounded_by_the_run_timeout(api: ApiServer, tmp_path: Path) -> None:
+    # The shell starts a child that keeps the pipes open: both must go.
+    script = plugin(tmp_path, "sleep 60 &\nsleep 60\n")
+    kubeconfig = edited(api, tmp_path, with_exec(script))
+
+    started = time.monotonic()  # in-process: no interpreter start-up in the measure
+    result = reconcile(kubeconfig, "--timeout", "2s")
+    elapsed = time.monotonic() - started
+
+    assert result.code == 2, result.stderr
+    line = assert_one_clear_line(result.stderr)
+    assert "did not finish within --timeout (2s)" in line
+    assert elapsed < 2 + 3  # a bound, not a speed figure
+    assert api.requests == []
+
+
+# --- certificates ------------------------------------------------------------------------
+
+
+def https(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """Point the kubeconfig at https (the check must come before any connection)."""
+
+    def both(doc: dict[str, Any]) -> None:
+        cluster = doc["clusters"][0]["cluster"]
+        cluster["server"] = cluster["server"].replace("http://", "https://")
+        change(doc)
+
+    return both
+
+
+def user(**fields: str) -> Callable[[dict[str, Any]], None]:
+    def change(doc: dict[str, Any]) -> None:
+        doc["users"][0]["user"] = dict(fields)
+
+    return change
+
+
+NOT_A_CERT = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nnot really\n").decode()
+CERT_FAILURES = {
+    "certificate data not base64": (
+        user(**{"client-certificate-data": "not base64!", "client-key-data": "eA=="}),
+        "client-certificate-data is not base64",
+    ),
+    "certificate file missing": (
+        user(**{"client-certificate": "/nowhere/client.crt", "client-key": "/nowhere/k.key"}),
+        "client-certificate file /nowhere/client.crt does not exist",
+    ),
+    "CA data not base64": (
+        lambda doc: doc["clusters"][0]["cluster"].update({"certificate-authority-data": "%%"}),
+        "certificate-authority-data is not base64",
+    ),
+    "certificate data that is no certificate": (
+        user(**{"client-certificate-data": NOT_A_CERT, "client-key-data": NOT_A_CERT}),
+        "client-certificate/client-key do not load",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CERT_FAILURES))
+def test_bad_certificates_are_configuration_errors(
+    api: ApiServer, tmp_path: Path, case: str
+) -> None:
+    change, expected = CERT_FAILURES[case]
+    result = reconcile(edited(api, tmp_path, https(change)))
+    assert result.code == 2, result.stderr
+    line = assert_one_clear_line(result.stderr)
+    assert expected in line, line
+    assert api.requests == []
+
+
+# --- contexts, kubeconfig lists, in-cluster ----------------------------------------------
+
+
+def test_an_unknown_context_is_named_as_kubectl_does(api: ApiServer, kubeconfig: Path) -> None:
+    result = reconcile(kubeconfig, "--context", "nope")
+    assert result.code == 2
+    line = assert_one_clear_line(result.stderr)
+    assert 'context "nope" does not exist' in line and "--context" in line
+    assert "test" in line  # the contexts there are
+    assert api.requests == []
+
+
+def test_missing_entries_of_a_kubeconfig_list_are_skipped_as_kubectl_does(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old(api, "n1")
+    young(api, "n2")
+    missing = tmp_path / "missing"
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(missing), str(kubeconfig)]))
+    result = run_cli("reconcile")
+    assert result.code == 0, result.stderr
+    assert api.annotations("n1") == OURS
+
+
+def test_a_kubeconfig_list_with_every_entry_missing_names_them(
+    api: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(first), str(second)]))
+    result = run_cli("reconcile")
+    assert result.code == 2
+    line = assert_one_clear_line(result.stderr)
+    assert str(first) in line and str(second) in line and "does not exist" in line
+
+
+def test_in_a_pod_without_a_mounted_token_says_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.setattr(access, "IN_CLUSTER_TOKEN", tmp_path / "serviceaccount" / "token")
+    result = run_cli("reconcile")
+    assert result.code == 2
+    line = assert_one_clear_line(result.stderr)
+    assert "not running in a pod" not in line
+    assert str(tmp_path / "serviceaccount" / "token") in line
+    assert "automountServiceAccountToken" in line
+
+
+# --- credentials in URLs -----------------------------------------------------------------
+
+
+def test_a_password_in_the_server_url_is_never_printed(
+    api: ApiServer, tmp_path: Path, unused_port: int
+) -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["clusters"][0]["cluster"]["server"] = (
+            f"http://admin:secret@127.0.0.1:{unused_port}/?token=hunter2"
+        )
+
+    result = reconcile(edited(api, tmp_path, change), "--timeout", "1s", "-v")
+    assert result.code == 1
+    assert "secret" not in result.stderr and "hunter2" not in result.stderr
+    assert "REDACTED" in result.stderr
+
+
+def test_a_password_in_a_server_url_that_is_not_http_is_never_printed(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["clusters"][0]["cluster"]["server"] = "ftp://admin:secret@example.com"
+
+    result = reconcile(edited(api, tmp_path, change))
+    assert result.code == 2
+    line = assert_one_clear_line(result.stderr)
+    assert "secret" not in line and "ftp://REDACTED@example.com" in line
+
+
+@pytest.fixture
+def unused_port() -> int:
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --- insecure-skip-tls-verify -----------------------------------------------------------
+
+
+@pytest.fixture
+def tls_api(tmp_path: Path) -> Iterator[ApiServer]:
+    """The API test server over HTTPS with a self-signed certificate."""
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    request = ("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=a")
+    names = ("-addext", "subjectAltName=IP:127.0.0.1")
+    subprocess.run(
+        ["openssl", *request, *names, "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = ApiServer()
+    server.tls = context
+    with server:
+        yield server
+
+
+def test_inside_a_pod_the_mounted_service_account_is_used(
+    tls_api: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old(tls_api, "n1")
+    young(tls_api, "n2")
+    mounted = tmp_path / "serviceaccount"
+    mounted.mkdir()
+    (mounted / "token").write_text(tls_api.token("admin"))
+    (mounted / "ca.crt").write_text((tmp_path / "tls.crt").read_text())
+    monkeypatch.setattr(access, "IN_CLUSTER_TOKEN", mounted / "token")
+    monkeypatch.setattr(access, "IN_CLUSTER_CA", mounted / "ca.crt")
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(tls_api.port))
+
+    result = run_cli("reconcile")
+
+    assert result.code == 0, result.stderr
+    assert tls_api.annotations("n1") == OURS
+    assert {r.identity for r in tls_api.requests} == {"admin"}  # verified TLS, the token
+
+
+def test_insecure_skip_tls_verify_is_said_once_as_a_json_log_record(
+    tls_api: ApiServer, tmp_path: Path
+) -> None:
+    names = [f"n{i}" for i in range(6)]
+    old(tls_api, *names[:-1])
+    young(tls_api, names[-1])
+
+    def insecure(doc: dict[str, Any]) -> None:
+        doc["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
+
+    kubeconfig = tls_api.write_kubeconfig(tmp_path / "kc")
+    doc = yaml.safe_load(kubeconfig.read_text())
+    insecure(doc)
+    kubeconfig.write_text(yaml.safe_dump(doc))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reconcile",
+            "reconcile",
+            "--kubeconfig",
+            str(kubeconfig),
+            *JSON_LOGS,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert all(tls_api.annotations(n) == OURS for n in names)
+    assert len(tls_api.requests) > 6  # pages, patches and an Event: many requests, one line
+    lines = done.stderr.splitlines()
+    records = [json.loads(line) for line in lines]  # every line is JSON
+    said = [r for r in records if "insecure-skip-tls-verify" in json.dumps(r)]
+    assert len(said) == 1, done.stderr
+    assert "InsecureRequestWarning" not in done.stderr

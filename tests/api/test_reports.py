@@ -1,0 +1,123 @@
+"""Reports are an audit trail: counts and lines say what landed, what failed and why.
+
+Every case runs the real CLI against the API test server (real HTTP, real client).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.clusters import CliResult, run_cli
+from tests.kubeapi.apiserver import ApiServer
+
+KEY = "karpenter.sh/do-not-disrupt"
+OLD_KEY = "karpenter.sh/do-not-consolidate"
+MARKER = "node-holder.dev/owned-annotations"
+CATEGORIES = (
+    "added",
+    "removed",
+    "switched",
+    "disowned",
+    "tidied",
+    "failed",
+    "unchanged",
+    "heldByOthers",
+    "exempt",
+    "deleting",
+    "gone",
+)
+
+
+def add(api: ApiServer, name: str, minutes: float, annotations: dict | None = None) -> None:
+    created = api.now() - timedelta(minutes=minutes)
+    api.add_node(name, created=created, eks=False, annotations=annotations)
+
+
+def run(kubeconfig: Path, command: str, *args: str) -> CliResult:
+    return run_cli(command, "--kubeconfig", str(kubeconfig), *args)
+
+
+def summary(result: CliResult) -> dict:
+    return result.json["summary"]
+
+
+def test_a_read_only_identity_counts_failures_not_additions(api: ApiServer, tmp_path: Path):
+    for i in range(30):
+        add(api, f"n{i}", 300)
+    add(api, "new", 2)
+    readonly = api.write_kubeconfig(tmp_path / "ro", identity="readonly")
+
+    text = run(readonly, "reconcile", "--no-events")
+    as_json = run(readonly, "reconcile", "--no-events", "--output", "json")
+
+    assert text.code == as_json.code == 1
+    counts = text.lines[-1]
+    assert "0 added" in counts and "31 failed (31 to add)" in counts, counts
+    data = summary(as_json)
+    assert data["added"] == 0 and data["failed"] == 31 and data["writes"] == 0
+    assert data["failedByAction"] == {"add": 31}
+    assert api.writes() == [] or all(w.status == 403 for w in api.writes())
+
+
+def test_switching_the_key_names_both_keys_in_lines_and_counts(api: ApiServer, kubeconfig: Path):
+    add(api, "held", 300, {OLD_KEY: "true", MARKER: OLD_KEY})
+    add(api, "new", 2, {OLD_KEY: "true", MARKER: OLD_KEY})
+
+    dry = run(kubeconfig, "reconcile", "--dry-run", "--annotation", KEY)
+    real = run(kubeconfig, "reconcile", "--annotation", KEY)
+
+    assert dry.code == real.code == 0
+    assert f"node/held: would add {KEY}, remove {OLD_KEY}" in dry.stdout
+    assert f"node/held: added {KEY}, removed {OLD_KEY}" in real.stdout
+    for result, verb in ((dry, "would be "), (real, "")):
+        last = result.lines[-1]
+        assert f"2 {verb}switched" in last, last
+        assert f"+{KEY} on 2" in last and f"-{OLD_KEY} on 2" in last
+    assert api.annotations("held") == {KEY: "true", MARKER: KEY}
+
+
+def test_summary_categories_add_up_to_the_nodes(api: ApiServer, kubeconfig: Path) -> None:
+    add(api, "ours", 300, {KEY: "true", MARKER: KEY})
+    add(api, "others", 300, {KEY: "true"})
+    add(api, "exempt", 300, {KEY: "false"})
+    add(api, "free", 300)
+    add(api, "new", 2)
+    api.mark_deleting("free")
+    for command in (("reconcile", "--dry-run"), ("reconcile",), ("status",), ("reconcile",)):
+        result = run(kubeconfig, *command, "--output", "json")
+        assert result.code == 0, result
+        data = summary(result)
+        assert sum(data[c] for c in CATEGORIES) == data["nodes"] == 5, data
+        assert data["heldByOthers"] == 1 and data["exempt"] == 1 and data["deleting"] == 1
+
+
+def test_a_node_set_to_false_is_exempt_not_held_by_others(api: ApiServer, kubeconfig: Path):
+    add(api, "exempt", 300, {KEY: "false"})
+    add(api, "others", 300, {KEY: "true"})
+
+    text = run(kubeconfig, "status")
+    as_json = run(kubeconfig, "status", "--output", "json")
+
+    assert text.code == as_json.code == 0
+    rows = {line.split()[0]: line for line in text.lines if line.startswith(("exempt", "others"))}
+    assert "exempt" in rows["exempt"].split()[3:] and "held by others" in rows["others"]
+    nodes = {n["name"]: n for n in as_json.json["nodes"]}
+    assert nodes["exempt"]["state"] == "exempt"
+    assert nodes["others"]["state"] == "held by others"
+    assert "1 held by others, 1 exempt" in text.lines[0]
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_dry_run_and_real_run_use_the_same_words(api: ApiServer, kubeconfig: Path, output: str):
+    add(api, "new", 2)
+    dry = run(kubeconfig, "reconcile", "--dry-run", "--output", output)
+    real = run(kubeconfig, "reconcile", "--output", output)
+    assert dry.code == real.code == 0
+    if output == "text":
+        assert f"would add {KEY}" in dry.stdout and f"added {KEY}" in real.stdout
+        assert "1 would be added" in dry.lines[-1] and "1 added" in real.lines[-1]
+    else:
+        assert summary(dry)["added"] == summary(real)["added"] == 1

@@ -1,0 +1,60 @@
+"""Ctrl-C during a long replay: exit 130 within a second, nothing left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = datetime(2024, 5, 14, tzinfo=UTC)
+
+
+def big_timeline(path: Path) -> None:
+    """2,000 old nodes and a new one every minute for a day: tens of seconds to replay."""
+    old = [{"name": f"old-{i}", "created": "2024-05-01T00:00:00Z"} for i in range(2000)]
+    new = [
+        {"name": f"new-{i}", "created": (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        for i in range(1440)
+    ]
+    path.write_text(json.dumps({"start": "2024-05-14T00:00:00Z", "nodes": old + new}))
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_long_replay_within_a_second_with_exit_130(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    big_timeline(path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reconcile", "simulate", str(path), "--compare", "10m,40m"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: anything it started is found below
+    )
+    try:
+        # Progress shows once the replay has run for two seconds: it is mid-replay now.
+        first = proc.stderr.readline()  # type: ignore[union-attr]
+        assert first.startswith("simulate: configuration 1/3 (20m): "), first
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+        stopped = time.monotonic() - signalled
+        rest = proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 130, rest
+    assert stopped < 1.0, f"exited {stopped:.2f}s after SIGINT"
+    assert rest.rstrip().splitlines()[-1] == "node-holder: interrupted"
+    assert "Traceback" not in rest
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # no process of its group is left
