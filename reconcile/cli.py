@@ -347,6 +347,14 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
             suspend_and_wait(kube, suspend, dry_run=inv.run.dry_run)
         except HandoverFailed as exc:
             raise RuntimeFailure(str(exc)) from None
+    as_json = inv.run.output is Output.JSON
+
+    def landed(node: Any) -> None:
+        """Each node's line as its patch lands: a run killed later leaves them in its log."""
+        line = json.dumps(report.landed_json(node)) if as_json else report.landed_line(node)
+        click.echo(line)
+        sys.stdout.flush()
+
     try:
         result = run_once(
             kube,
@@ -354,6 +362,7 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
             inv.run,
             mode=Mode.RELEASE if mode == "release" else Mode.RECONCILE,
             stop=stop,
+            on_result=landed,
         )
     except ListFailed as exc:
         raise RuntimeFailure(str(exc)) from None
@@ -378,7 +387,9 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
         click.echo(json.dumps(data, separators=(",", ":")))  # one JSON line: the last
     else:
         lines = (
-            report.render_status_text(result) if mode == "status" else report.render_text(result)
+            report.render_status_text(result)
+            if mode == "status"
+            else report.render_text(result, streamed=not result.dry_run)
         )
         for line in lines:
             click.echo(line)

@@ -14,8 +14,8 @@ Rules, all in this file:
 - `--max-hold` is a hard bound on continuous holding. A stretch's start is written
   as `node-holder.dev/hold-started` in the same patch as the hold annotation, so
   the bound holds when the stretch's first nodes go away. When the cap ends a
-  stretch, the releasing patch writes `node-holder.dev/free-until` (cap + hold
-  duration): until then no new hold starts in that window. Both go away with
+  stretch, the releasing patch writes `node-holder.dev/free-until` (the release
+  plus one hold duration): until then no new hold starts in that window. Both go away with
   the hold, or once the free period is over.
 - Only nodes whose annotations must change get a patch.
 """
@@ -420,7 +420,10 @@ def _bookkeeping(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str
         had_ours and not owned and window.capped and mode is Mode.RECONCILE and not window.held
     )
     free = parse_stamp(annotations.get(FREE_UNTIL, ""))
-    free_from_cap = window.hold_until + hold.hold_duration if window.hold_until else None
+    # Free for one hold duration from the release itself: a run that comes late (missed
+    # runs, a crash) must not shorten the free period.
+    released_at = max(window.hold_until, now) if window.hold_until and now else window.hold_until
+    free_from_cap = released_at + hold.hold_duration if released_at else None
     if released_by_cap and free_from_cap and (now is None or free_from_cap > now):
         changes[FREE_UNTIL] = _iso(free_from_cap)
     elif FREE_UNTIL in annotations and (

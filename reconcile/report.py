@@ -202,10 +202,31 @@ def decision_lines(result: RunResult) -> list[str]:
     return lines
 
 
-def render_text(result: RunResult) -> list[str]:
+def landed_line(result: NodeResult) -> str:
+    """The line for one node's patch, printed the moment its result is known."""
+    return patch_line(result.patch, result, dry_run=False)
+
+
+def landed_json(result: NodeResult) -> dict[str, Any]:
+    """The JSON line for one node's patch, printed the moment its result is known."""
+    entry: dict[str, Any] = {
+        "node": result.node,
+        "action": result.patch.action,
+        "result": str(result.outcome),
+        "body": result.patch.body(),
+    }
+    if result.conflicts:
+        entry["conflicts"] = result.conflicts
+    if result.error:
+        entry["error"] = result.error
+    return entry
+
+
+def render_text(result: RunResult, streamed: bool = False) -> list[str]:
+    """The run's lines; with `streamed`, the per-node lines were printed as they landed."""
     lines = []
     outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
-    for patch in result.plan.patches:
+    for patch in () if streamed else result.plan.patches:
         lines.append(patch_line(patch, outcomes.get(patch.node), result.dry_run))
     for transition in result.events:
         lines.append(f"event {transition.reason} on node/{transition.node}: {transition.message}")

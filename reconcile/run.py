@@ -71,12 +71,12 @@ def run_once(
     run: RunSettings,
     *,
     mode: Mode = Mode.RECONCILE,
-    write: bool = True,
     stop: threading.Event | None = None,
     backoff: Backoff | None = None,
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> RunResult:
-    """List, decide and (unless dry-run or `write=False`) patch and record Events.
+    """List, decide and (unless `run.dry_run`: the one way to say "do not write") patch
+    and record Events.
 
     Raises ListFailed when the node list is incomplete or a node cannot be
     decided on; Interrupted on SIGTERM before anything was written. `backoff`
@@ -92,7 +92,7 @@ def run_once(
         listing = read_nodes(kube, hold, run, pool)
         plan = decide(listing.nodes, listing.now, hold, mode)
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
-    if run.dry_run or not write:
+    if run.dry_run:
         return RunResult(plan, listing, dry_run=True, requests=kube.requests)
 
     keys = Keys.of(hold)
