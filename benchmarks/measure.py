@@ -62,9 +62,12 @@ def run_measured(cmd: list[str], *, env: dict[str, str], output: Path) -> Usage:
 class TestServer:
     """`python -m tests.kubeapi.apiserver` with N EKS-shaped nodes, all days old."""
 
-    def __init__(self, nodes: int, write_latency: float, workdir: Path) -> None:
+    def __init__(
+        self, nodes: int, write_latency: float, workdir: Path, annotation_bytes: int = 0
+    ) -> None:
         self.kubeconfig = workdir / f"kc-{nodes}.yaml"
         self._log = (workdir / f"server-{nodes}.log").open("wb")
+        started = time.perf_counter()
         self.proc = subprocess.Popen(
             [
                 *python_cmd(),
@@ -79,6 +82,8 @@ class TestServer:
                 "--kubeconfig-out",
                 str(self.kubeconfig),
                 "--debug-endpoints",
+                "--annotation-bytes",
+                str(annotation_bytes),
             ],
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -92,6 +97,7 @@ class TestServer:
             self.stop()
             raise RuntimeError(f"the API test server did not start: {line!r}")
         self.url = found.group(1)
+        self.startup = time.perf_counter() - started  # seconds to generate the nodes and listen
         cluster = yaml.safe_load(self.kubeconfig.read_text())
         self.token: str = cluster["users"][0]["user"]["token"]
 
@@ -118,6 +124,13 @@ class TestServer:
     def cpu(self) -> float:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+    def peak_rss_mb(self) -> float:
+        """The server process's own peak RSS so far (VmHWM), MiB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
 
     def advance_clock(self, seconds: float) -> None:
         self._call("POST", f"/debug/clock?advance={seconds}")

@@ -1,17 +1,18 @@
-"""Carry out a Plan: bounded worker pool, rate limit, retries, 409 -> re-read -> decide again.
+"""Applying: patches and Events. Bounded workers, rate limit, retries, 409 -> re-read -> decide.
 
 Each node changes in exactly one patch (hold annotation and ownership marker
 together), so a run killed at any moment leaves every node consistent. A stop
 request (SIGTERM) or the deadline lets in-flight patches finish and starts no
-new ones.
+new ones. Patches are handed to workers as they free up, never queued all at
+once: memory stays flat whatever the number of nodes.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -25,10 +26,12 @@ from reconcile.client import (
     TransportError,
     Unauthorized,
     Unconfirmed,
+    node_event,
 )
-from reconcile.decide import NodePatch, Plan
+from reconcile.decide import NodePatch, Plan, Transition
 from reconcile.nodes import MalformedNode, NodeView
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
+from reconcile.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class Outcome(StrEnum):
     NOT_SENT = "not sent"  # stopped (SIGTERM, deadline, auth failure) before it started
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
 class NodeResult:
     node: str
     outcome: Outcome
@@ -123,7 +126,11 @@ def _patch_node(
         return NodeResult(patch.node, outcome, current, attempts, conflicts, error)
 
     while True:
-        if pool.stop.is_set() or pool.deadline.expired or abort.reason:
+        if pool.stop.is_set():
+            return result(Outcome.NOT_SENT, "stopped by signal")
+        if pool.deadline.expired:
+            return result(Outcome.NOT_SENT, "run timeout reached")
+        if abort.reason:
             return result(Outcome.NOT_SENT)
         try:
             pool.limiter.acquire(pool.deadline, pool.stop)
@@ -184,24 +191,89 @@ def apply_plan(
     kube: Client,
     pool: Pool,
     reread: Callable[[str, float], NodeView | None],
+    on_result: Callable[[NodeResult], None] | None = None,
 ) -> ApplyResult:
-    """Send every patch of the plan; never raises for a single node's failure."""
+    """Send every patch of the plan; never raises for a single node's failure.
+
+    `workers` threads each take the next patch when they are free, so only the patches in
+    flight exist as pending work (not one queued task per node). `on_result` is called once
+    per node as soon as its result is known, one call at a time, so that a report can print
+    each line as its patch lands (a run killed later still leaves those lines in its log).
+    """
     patches = plan.patches
     if not patches:
         return ApplyResult(())
     abort = _Abort()
-    workers = max(1, min(pool.workers, len(patches)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="patch") as executor:
-        futures = [
-            executor.submit(
-                _patch_node_safely, plan, patch=p, kube=kube, pool=pool, reread=reread, abort=abort
+    results: list[NodeResult | None] = [None] * len(patches)
+    upcoming = iter(enumerate(patches))
+    take, report = threading.Lock(), threading.Lock()
+
+    def work() -> None:
+        while True:
+            with take:
+                index, patch = next(upcoming, (-1, None))
+            if patch is None:
+                return
+            result = _patch_node_safely(
+                plan, patch=patch, kube=kube, pool=pool, reread=reread, abort=abort
             )
-            for p in patches
-        ]
-        results = tuple(f.result() for f in futures)
+            results[index] = result
+            if on_result is not None:
+                with report:
+                    try:
+                        on_result(result)
+                    except Exception:  # a printing problem must not stop the patching
+                        log.debug("on_result failed for node/%s", patch.node, exc_info=True)
+
+    threads = [
+        threading.Thread(target=work, name=f"patch-{n}", daemon=True)
+        for n in range(max(1, min(pool.workers, len(patches))))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done = tuple(r for r in results if r is not None)
     return ApplyResult(
-        results,
+        done,
         interrupted=pool.stop.is_set(),
-        timed_out=pool.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in results),
+        timed_out=pool.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
         fatal=abort.reason,
     )
+
+
+def record_events(
+    kube: Client, plan: Plan, applied: ApplyResult, run: RunSettings, pool: Pool
+) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
+    """An Event per hold that started, grew or ended, if any of its patches landed.
+
+    Events are best effort: a failure is logged and reported, but does not
+    fail the run, because the hold itself is in place.
+    """
+    if not run.events or not plan.transitions:
+        return (), ()
+    landed = {r.patch.window for r in applied.results if r.outcome is Outcome.PATCHED}
+    instance = socket.gethostname()
+    sent, errors = [], []
+    for transition in plan.transitions:
+        if transition.window not in landed:
+            continue
+        try:
+            event = node_event(
+                node=transition.node,
+                node_uid=transition.node_uid or transition.node,
+                reason=transition.reason,
+                message=transition.message,
+                at=plan.now,
+                instance=instance,
+            )
+            pool.retry(
+                lambda timeout, e=event: kube.create_event(e, timeout=timeout),
+                f"event {transition.reason} on node/{transition.node}",
+            )
+            sent.append(transition)
+        except (ApiError, TransportError, DeadlineExceeded, Interrupted) as exc:
+            text = exc.explain() if isinstance(exc, ApiError) else str(exc) or type(exc).__name__
+            log.warning("could not record event %s: %s", transition.reason, text)
+            errors.append(f"event {transition.reason} on node/{transition.node}: {text}")
+    return tuple(sent), tuple(errors)

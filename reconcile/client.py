@@ -18,10 +18,11 @@ import gc
 import json
 import math
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -39,6 +40,9 @@ USER_AGENT = "node-holder"
 #: plugins) re-applies the whole kubeconfig and re-reads proxy settings from the environment,
 #: which made up a fifth of a patch's client CPU when it ran on every request.
 AUTH_REFRESH_SECONDS = 1.0
+#: After a stop (SIGTERM), requests in flight may take this long to finish; then they are cut.
+STOP_GRACE = 1.5
+WATCH_INTERVAL = 0.05  # how often the watchdog looks at the requests in flight
 EVENT_NAMESPACE = "default"  # where kubelet puts node events; `kubectl describe node` finds them
 #: What a 403 asks to grant: the shipped RBAC (cronjob/base/rbac.yaml).
 NODES_GRANT = 'the ClusterRole "node-holder" in cronjob/base/rbac.yaml'
@@ -197,6 +201,7 @@ class ListPage:
     items: list[dict[str, Any]]
     continue_token: str | None
     date: datetime | None  # the response's Date header: the API server's clock
+    size: int = 0  # bytes of the (decoded) body: what the next page's size is judged by
 
 
 # --- the client ------------------------------------------------------------------
@@ -227,6 +232,13 @@ class Client:
         self._clock = clock  # paces credential refreshes
         self._auth: dict[str, str] = {}
         self._auth_until = float("-inf")
+        self._watchdog = _Watchdog()
+        hosted = self._pool.connection_from_url(self._host)  # the pool every request goes through
+        hosted._get_conn = self._watchdog.attaching(hosted._get_conn)
+
+    def stop_on(self, stop: threading.Event) -> None:
+        """Once `stop` is set, requests in flight get STOP_GRACE seconds, then are cut."""
+        self._watchdog.stop = stop
 
     def _credentials(self) -> dict[str, str]:
         """Auth headers, asked of the client at most once per AUTH_REFRESH_SECONDS."""
@@ -273,30 +285,37 @@ class Client:
             "retries": False,
             "redirect": False,
         }
-        try:
-            if self._direct is not None:
-                raw = self._direct.urlopen(method, self._base_path + target, **options)
-            else:
-                raw = self._pool.request(method, self._host + target, **options)
-        except urllib3.exceptions.HTTPError as exc:
-            raise TransportError(redact(_transport_message(exc, self._shown))) from None
-        except OSError as exc:
-            raise TransportError(redact(f"{type(exc).__name__}: {exc}")) from None
-        try:
-            data = raw.data  # decodes gzip; drains the socket
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            if 200 <= raw.status < 300:
-                raise UnreadableAnswer(
-                    f"the answer to {verb} {what} was cut short or could not be decoded "
-                    f"({redact(_transport_message(exc, self._shown))})"
-                ) from None
-            data = b""  # an error status says enough without its body
-        finally:
-            raw.release_conn()
+        with self._watchdog.bound(seconds) as call:  # the whole answer, not each read
+            try:
+                if self._direct is not None:
+                    raw = self._direct.urlopen(method, self._base_path + target, **options)
+                else:
+                    raw = self._pool.request(method, self._host + target, **options)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise TransportError(self._why(call, exc)) from None
+            try:
+                data = raw.data  # decodes gzip; drains the socket
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if 200 <= raw.status < 300:
+                    raise UnreadableAnswer(
+                        f"the answer to {verb} {what} was cut short or could not be decoded "
+                        f"({self._why(call, exc)})"
+                    ) from None
+                data = b""  # an error status says enough without its body
+            finally:
+                raw.release_conn()
         response = Response(raw.status, raw.headers, data)  # case-insensitive, not copied
         if not 200 <= raw.status < 300:
             raise _api_error(response, verb, what, grant)
         return response
+
+    def _why(self, call: _Call, exc: Exception) -> str:
+        """One line on a failed request: the watchdog's reason if it cut it, else urllib3's."""
+        if call.cut:
+            return call.cut.format(host=self._shown, s=call.seconds)
+        if isinstance(exc, urllib3.exceptions.HTTPError):
+            return redact(_transport_message(exc, self._shown))
+        return redact(f"{type(exc).__name__}: {exc}")
 
     # --- nodes ---
 
@@ -320,11 +339,13 @@ class Client:
             verb="list",
             what='resource "nodes"',
         )
+        size, date = len(response.body), response.date
         with gc_paused():
             page = _json(response, "list nodes")
+            del response  # the raw body goes as soon as it is parsed
             items, token = _list_page(page, first=not continue_token)
             del page
-        return ListPage(items, token, response.date)
+        return ListPage(items, token, date, size)
 
     def get_node(self, name: str, *, timeout: float | None = None) -> dict[str, Any]:
         """One node's metadata; NotFound if it is gone."""
@@ -402,6 +423,98 @@ def node_event(
     }
 
 
+class _Call:
+    """One request in flight: when its time is up, and its connection once it has one."""
+
+    __slots__ = ("conn", "cut", "end", "seconds")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+        self.conn: Any = None
+        self.cut = ""  # why the watchdog shut its socket, if it did
+
+
+class _Watchdog:
+    """Shuts the socket of a request that outlives its time, whatever urllib3 is waiting for.
+
+    urllib3's read timeout bounds each socket read, not a response: a body (or a header)
+    that trickles in a byte at a time never trips it. Each request here has a wall-clock end
+    (its cut of the run's deadline); past it, or STOP_GRACE seconds after a stop, its socket
+    is shut down and the read in progress fails at once. One thread for every request in
+    flight; it ends when there has been nothing to watch for a second.
+    """
+
+    def __init__(self) -> None:
+        self.stop: threading.Event | None = None
+        self._calls: set[_Call] = set()
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._running = False
+        self._stopped_at: float | None = None
+
+    @contextmanager
+    def bound(self, seconds: float) -> Iterator[_Call]:
+        call = _Call(seconds)
+        self._local.call = call
+        with self._lock:
+            self._calls.add(call)
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
+        try:
+            yield call
+        finally:
+            self._local.call = None
+            with self._lock:
+                self._calls.discard(call)
+
+    def attaching(self, get_conn: Callable[..., Any]) -> Callable[..., Any]:
+        """Wrap a pool's `_get_conn`: the connection a request takes is the one to watch."""
+
+        def attach(*args: Any, **kwargs: Any) -> Any:
+            conn = get_conn(*args, **kwargs)
+            call = getattr(self._local, "call", None)
+            if call is not None:
+                call.conn = conn
+            return conn
+
+        return attach
+
+    def _watch(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            time.sleep(WATCH_INTERVAL)
+            now = time.monotonic()
+            if self.stop is not None and self.stop.is_set() and self._stopped_at is None:
+                self._stopped_at = now
+            stopping = self._stopped_at is not None and now >= self._stopped_at + STOP_GRACE
+            with self._lock:
+                calls = list(self._calls)
+                if calls:
+                    idle_since = now
+                elif now - idle_since > 1.0:
+                    self._running = False
+                    return
+            for call in calls:
+                if call.cut:
+                    continue
+                if now >= call.end:
+                    _shut(call, "{host} did not answer in time (whole answer within {s:.1f}s)")
+                elif stopping:
+                    _shut(call, "request to {host} abandoned: stopping")
+
+
+def _shut(call: _Call, why: str) -> None:
+    sock = getattr(call.conn, "sock", None)
+    if sock is None:
+        return  # not connected yet (the connect timeout bounds that); look again next time
+    call.cut = why
+    with suppress(OSError):
+        # The plain socket's shutdown, even under TLS: the reading thread owns the TLS state.
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
 # --- reading answers -------------------------------------------------------------
 
 
@@ -462,7 +575,10 @@ def _glimpse(body: bytes | str, size: int = 60) -> str:
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Parsing a page makes many small containers; the cyclic GC only slows that down."""
+    """Parsing a page makes many small containers; the cyclic GC only slows that down.
+
+    Every collection also walks the Kubernetes client's hundreds of thousands of objects.
+    """
     was = gc.isenabled()
     gc.disable()
     try:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -69,7 +69,7 @@ class HoldWindow:
     free_until: datetime | None = None  # after a capped stretch: no hold before this
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
 class NodePatch:
     """A merge patch of metadata.annotations for one node, guarded by its resourceVersion."""
 
@@ -97,7 +97,7 @@ class NodePatch:
         return "tidy"  # only this tool's own bookkeeping annotations change
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
 class NodeDecision:
     node: str
     window: str
@@ -339,8 +339,10 @@ def decide_node(
     now: datetime | None = None,
 ) -> NodeDecision:
     listed = claimed_keys(node.annotations)
-    claimed = trusted_claims(node.annotations, hold)
-    relevant = list(hold.annotations) + sorted(listed - set(hold.annotations))
+    claimed = trusted_claims(node.annotations, hold) if listed else listed
+    relevant = hold.annotations
+    if listed:
+        relevant = (*hold.annotations, *sorted(listed - set(hold.annotations)))
     states = tuple((k, key_state(node.annotations, k, claimed)) for k in relevant)
     held = (
         mode is Mode.RECONCILE
@@ -390,7 +392,7 @@ def decide_node(
         removed=tuple(removed),
         window=window.name,
     )
-    return NodeDecision(**{**decision.__dict__, "patch": patch})
+    return replace(decision, patch=patch)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from reconcile.settings import OWN_ANNOTATIONS, OWNERSHIP_MARKER
@@ -23,7 +24,7 @@ class MalformedNode(Exception):
     """A node whose metadata cannot be decided on (e.g. an unparseable timestamp)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
 class NodeView:
     """The few facts about a node that the decision needs."""
 
@@ -39,7 +40,14 @@ class NodeView:
 def claimed_keys(annotations: Mapping[str, str]) -> frozenset[str]:
     """Keys the ownership marker says this tool set."""
     raw = annotations.get(OWNERSHIP_MARKER, "")
+    if not raw:
+        return _NO_KEYS  # most nodes: no marker (a steady run reads every node)
     return frozenset(k.strip() for k in raw.split(",") if k.strip())
+
+
+_NO_KEYS: frozenset[str] = frozenset()
+#: Shared by every node without labels or annotations the decision reads (most nodes).
+_EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 #: RFC 3339 date-time, as kube-apiserver writes creationTimestamp: a zone is required.
@@ -76,16 +84,17 @@ def node_view(
 ) -> NodeView:
     """Keep only what the decision reads: a few hundred bytes instead of ~10 KB."""
     name = str(metadata.get("name", ""))
-    annotations = metadata.get("annotations") or {}
-    labels = metadata.get("labels") or {}
-    claimed = claimed_keys(annotations)
-    keep = annotation_keys | claimed | set(OWN_ANNOTATIONS)
+    annotations = metadata.get("annotations") or _EMPTY
+    labels = metadata.get("labels") or _EMPTY
+    keep = annotation_keys.union(OWN_ANNOTATIONS, claimed_keys(annotations))
+    kept_labels = {k: labels[k] for k in label_keys if k in labels} if label_keys else None
+    kept = {k: annotations[k] for k in keep if k in annotations}
     return NodeView(
         name=name,
         created=parse_timestamp(metadata.get("creationTimestamp"), name),
         resource_version=str(metadata.get("resourceVersion", "")),
         uid=str(metadata.get("uid", "")),
         deleting=bool(metadata.get("deletionTimestamp")),
-        labels={k: labels[k] for k in label_keys if k in labels},
-        annotations={k: annotations[k] for k in keep if k in annotations},
+        labels=kept_labels or _EMPTY,
+        annotations=kept or _EMPTY,
     )

@@ -30,6 +30,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIST_RESTARTS = 3  # a continue token that expired (410) restarts the list this often
+#: A list page is sized to hold about this many bytes (at most --page-size nodes): memory
+#: follows the budget, not the size of the annotations people put on nodes.
+PAGE_BYTES = 4 * 2**20
+FIRST_PAGE = 20  # nodes in the first page, before anything is known about their size
+MIN_PAGE = 10
+
+
+def fitting_page_size(nodes: int, body_bytes: int, max_page_size: int) -> int:
+    """How many nodes fit PAGE_BYTES, judging by a page of `nodes` nodes and `body_bytes`."""
+    per_node = body_bytes / max(nodes, 1)
+    fit = int(PAGE_BYTES / per_node) if per_node else max_page_size
+    return max(min(fit, max_page_size), min(MIN_PAGE, max_page_size))
 
 
 class ListFailed(Exception):
@@ -86,16 +98,18 @@ def _read_all_pages(
     nodes: list[NodeView] = []
     pages = 0
     token: str | None = None
+    size = min(run.page_size, FIRST_PAGE)  # then sized to the bytes of the last page
     while True:
         if pool.stop.is_set():
             raise Interrupted("list")
 
-        def page(timeout: float, token: str | None = token) -> ListPage:
-            return kube.list_nodes(limit=run.page_size, continue_token=token, timeout=timeout)
+        def page(timeout: float, token: str | None = token, size: int = size) -> ListPage:
+            return kube.list_nodes(limit=size, continue_token=token, timeout=timeout)
 
         got = pool.retry(page, "list nodes")
         with gc_paused():  # thousands of small objects, none of them cyclic garbage
             nodes.extend(node_view(m, keys.annotations, keys.labels) for m in got.items)
+        size = fitting_page_size(len(got.items) or size, got.size, run.page_size)
         del got.items[:]
         pages += 1
         token = got.continue_token

@@ -56,7 +56,11 @@ def test_list_is_paged_metadata_only_and_steady_run_sends_nothing_else(
     result = reconcile(kubeconfig)
     assert result.code == 0, result.stderr
     log = api.requests
-    assert [(r.method, r.path, r.query.get("limit")) for r in log] == [("GET", NODES, "500")] * 3
+    # A first page of 20 nodes, then pages sized to their bytes (at most --page-size 500).
+    limits = ["20", "500", "500", "500"]
+    assert [(r.method, r.path, r.query.get("limit")) for r in log] == [
+        ("GET", NODES, limit) for limit in limits
+    ]
     assert all("as=PartialObjectMetadataList" in r.accept for r in log)
     assert all("gzip" in r.accept_encoding for r in log)
     assert "0 added, 0 removed, 1200 unchanged" in result.lines[-1]
@@ -120,6 +124,7 @@ def test_now_is_the_servers_clock_unless_told_otherwise(tmp_path: Path) -> None:
 
 
 def test_hold_follows_the_youngest_node(api: ApiServer, kubeconfig: str) -> None:
+    api.set_clock(api.now())  # only advance_clock moves time: a slow run must not age c
     old(api, "a", "b")
     young(api, "c", minutes=19)
     assert reconcile(kubeconfig).code == 0

@@ -58,6 +58,8 @@ import yaml
 
 from tests.kubeapi import auth, debugapi, discovery, managedfields, tables
 from tests.kubeapi.nodegen import (
+    BIG_ANNOTATION,
+    big_annotation,
     ip_name,
     make_eks_node,
     make_minimal_node,
@@ -149,7 +151,9 @@ class Fault:
     `drop_connection` closes the socket without answering. `times=None` never runs out.
     `raw` answers those bytes as they are (`status` or 200, `content_type`), as a proxy in
     between might; `gzip_cut` sends them gzip-compressed and cut in half. `headers` are added
-    to the answer (say, `Retry-After` as a date).
+    to the answer (say, `Retry-After` as a date). The real answer's body can be mangled in
+    transit too: `drip=(n, t)` sends it n bytes every t seconds; `cut="truncate"` sends half
+    of it (Content-Length says all) and closes, `cut="reset"` sends half and resets.
     """
 
     method: str | None = None
@@ -166,6 +170,8 @@ class Fault:
     content_type: str = "application/json"
     gzip_cut: bool = False
     headers: dict[str, str] = field(default_factory=dict)
+    drip: tuple[int, float] | None = None
+    cut: str | None = None  # "truncate" | "reset"
     hits: int = 0
 
     def _matches(self, method: str, path: str) -> bool:
@@ -405,6 +411,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         info = RequestInfo(method, url.path, query, record.identity, content_type, body)
         response: _Response | None = None
+        fault: Fault | None = None
         try:
             for hook in list(api._hooks):
                 hook(info)
@@ -438,9 +445,35 @@ class _Handler(BaseHTTPRequestHandler):
         record.duration = time.perf_counter() - started
         api._record(record)  # before the bytes go out: a client that got them sees the record
         try:
-            self.wfile.write(payload)
+            if fault is not None and (fault.drip or fault.cut):
+                self._mangle(fault, payload, len(payload) - body_len)
+            else:
+                self.wfile.write(payload)
         except OSError:
             self.close_connection = True
+
+    def _mangle(self, fault: Fault, payload: bytes, head: int) -> None:
+        """Send the head whole and the body as `fault.drip` / `fault.cut` say."""
+        self.wfile.write(payload[:head])
+        if fault.cut:
+            self.wfile.write(payload[head : head + (len(payload) - head) // 2])
+            if fault.cut == "reset":
+                self._drop()
+            else:
+                self._close()
+            return
+        assert fault.drip is not None
+        size, pause = fault.drip
+        for at in range(head, len(payload), size):
+            if self.server.api._httpd is None:  # the server stopped: stop dripping
+                return self._close()
+            self.wfile.write(payload[at : at + size])
+            time.sleep(pause)
+
+    def _close(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def _drop(self) -> None:
         self.close_connection = True
@@ -452,6 +485,8 @@ class _Handler(BaseHTTPRequestHandler):
         """Status line, headers and (maybe gzipped) body as one buffer, and the body size."""
         api = self.server.api
         body = response.body
+        if api.expand is not None:
+            body = body.replace(*api.expand)
         headers = {
             "Audit-Id": str(uuid.uuid4()),
             "Cache-Control": "no-cache, private",
@@ -501,6 +536,7 @@ class ApiServer:
         self.tls: ssl.SSLContext | None = None
         self.date_zone = "GMT"  # how the Date header names UTC ("-0000" is legal too, RFC 5322)
         self.debug_endpoints = False  # test-only /debug/ control (debugapi.py), standalone only
+        self.expand: tuple[bytes, bytes] | None = None  # (placeholder, bytes): big annotations
         self.errors: list[str] = []  # tracebacks of unexpected server errors (answered as 500)
         self._tokens = auth.Tokens()
         self._clock_offset = clock_offset
@@ -1902,6 +1938,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed for generated nodes")
     parser.add_argument(
+        "--annotation-bytes",
+        type=int,
+        default=0,
+        help="give every node an annotation of this many bytes (served cheaply, see nodegen)",
+    )
+    parser.add_argument(
         "--debug-endpoints",
         action="store_true",
         help="serve the test-only /debug/ control endpoints (benchmarks; see debugapi.py)",
@@ -1911,8 +1953,16 @@ def main(argv: list[str] | None = None) -> int:
     api = ApiServer(write_latency=args.write_latency, port=args.port, seed=args.seed)
     api.debug_endpoints = args.debug_endpoints
     rng = random.Random(args.seed)
+    big: dict[str, str] | None = None
+    if args.annotation_bytes:
+        placeholder, blob = big_annotation(args.annotation_bytes)
+        api.expand = (placeholder.encode(), blob)
+        big = {BIG_ANNOTATION: placeholder}
     api.add_nodes(
-        args.nodes, eks=args.eks, created=_spread_created(api.now(), args.nodes, args.young, rng)
+        args.nodes,
+        eks=args.eks,
+        created=_spread_created(api.now(), args.nodes, args.young, rng),
+        annotations=big,
     )
     stop = threading.Event()
 

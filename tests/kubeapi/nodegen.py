@@ -447,3 +447,21 @@ def ip_name(seq: int, prefix: str = "ip-10-0-") -> str:
         return f"{prefix}{third}-{fourth + 1}.ec2.internal"
     high, third = divmod(third, 256)
     return f"{prefix}{third}-{fourth + 1}-{high}.ec2.internal"
+
+
+BIG_ANNOTATION = "example.com/last-applied-configuration"
+
+
+def big_annotation(size: int) -> tuple[str, bytes]:
+    """A short placeholder to store and the `size` bytes the server sends in its place.
+
+    Thousands of nodes with 200 KB annotations would cost the server gigabytes (each stored
+    version keeps its JSON twice); the server swaps the placeholder for the bytes only as an
+    answer goes out (ApiServer.expand), so the client sees the real size. The bytes are a
+    JSON-safe text that gzip shrinks about as much as a real applied configuration.
+    """
+    rng = random.Random(size)
+    words = ["container", "image", "resources", "limits", "env", "value", "name", "port"]
+    chunk = " ".join(f"{rng.choice(words)}-{rng.randrange(10**6)}" for _ in range(400))
+    text = (chunk * (size // len(chunk) + 1))[:size]
+    return f"@@big-annotation-{size}@@", text.encode()

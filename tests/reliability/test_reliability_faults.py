@@ -42,6 +42,9 @@ FAULTS = {
     "504": Fault(status=504),
     "reset connection": Fault(drop_connection=True),
     "slower than --request-timeout": Fault(delay=0.8),
+    "a body that trickles in": Fault(drip=(1, 0.05)),  # each read is quick; the whole is not
+    "a truncated body": Fault(cut="truncate"),
+    "a reset mid-body": Fault(cut="reset"),
 }
 
 Predicate = Callable[[RequestInfo], bool]
