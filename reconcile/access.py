@@ -105,12 +105,19 @@ def _existing(paths: str) -> list[str]:
 
 
 def _load_kubeconfig(paths: list[str], context: str | None, cfg: Any, timeout: float) -> None:
-    merged = kube_config.KubeConfigMerger(os.pathsep.join(paths)).config
+    merger = kube_config.KubeConfigMerger(os.pathsep.join(paths))
+    merged = merger.config
     if merged is None or not isinstance(merged.value, Mapping):
         raise ConfigError(
             f"cannot load cluster access: {paths[0]} is not a kubeconfig; "
             "check --kubeconfig/KUBECONFIG"
         )
+    # kubectl: the first file to set current-context wins (the merger keeps the last one).
+    for path in merger.paths:
+        current = (merger.config_files.get(path) or {}).get("current-context")
+        if current:
+            merged.value["current-context"] = current
+            break
     if context is not None:
         names = [str(getattr(c, "value", c).get("name")) for c in merged.value["contexts"]]
         if context not in names:
@@ -138,7 +145,9 @@ class _Loader(kube_config.KubeConfigLoader):  # type: ignore[misc]
         if not self._user or "exec" not in self._user:
             return None
         base_path = self._get_base_path(self._cluster.path)
-        status = run_exec_plugin(self._user["exec"].value, base_path, self.plugin_timeout)
+        spec = self._user["exec"].value
+        cluster = self._cluster.value if spec.get("provideClusterInfo") else None
+        status = run_exec_plugin(spec, base_path, self.plugin_timeout, cluster)
         if status.get("token"):
             self.token = f"Bearer {status['token']}"
             return True
@@ -183,16 +192,27 @@ class _Loader(kube_config.KubeConfigLoader):  # type: ignore[misc]
                     )
 
 
-def run_exec_plugin(spec: Mapping[str, Any], cwd: str | None, timeout: float) -> dict[str, Any]:
-    """Run a client.authentication.k8s.io credential plugin once, bounded; its `status`."""
+def run_exec_plugin(
+    spec: Mapping[str, Any],
+    cwd: str | None,
+    timeout: float,
+    cluster: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run a client.authentication.k8s.io credential plugin once, bounded; its `status`.
+
+    With `provideClusterInfo`, the plugin is told the cluster, as kubectl tells it.
+    """
     command = str(spec.get("command") or "")
     if not command:
         raise ConfigError(f"kubeconfig user exec: no command; {FIX_KUBECONFIG}")
     api_version = str(spec.get("apiVersion") or "client.authentication.k8s.io/v1")
     env = dict(os.environ)
     env.update({str(e["name"]): str(e["value"]) for e in spec.get("env") or ()})
+    request: dict[str, Any] = {"interactive": False}
+    if cluster is not None:
+        request["cluster"] = _exec_cluster(cluster)
     env["KUBERNETES_EXEC_INFO"] = json.dumps(
-        {"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
+        {"apiVersion": api_version, "kind": "ExecCredential", "spec": request}
     )
     try:
         done = _run_bounded([command, *(str(a) for a in spec.get("args") or ())], env, cwd, timeout)
@@ -222,6 +242,22 @@ def run_exec_plugin(spec: Mapping[str, Any], cwd: str | None, timeout: float) ->
             spec, f"answered {answer.get('apiVersion')!r}, not the {api_version!r} asked for"
         )
     return status
+
+
+def _exec_cluster(cluster: Mapping[str, Any]) -> dict[str, Any]:
+    """The cluster as an ExecCredential spec names it (camelCase; the plugin's extension)."""
+    names = {
+        "server": "server",
+        "tls-server-name": "tlsServerName",
+        "insecure-skip-tls-verify": "insecureSkipTLSVerify",
+        "certificate-authority-data": "certificateAuthorityData",
+        "proxy-url": "proxyURL",
+    }
+    found = {camel: cluster[key] for key, camel in names.items() if cluster.get(key) is not None}
+    for extension in cluster.get("extensions") or ():
+        if extension.get("name") == "client.authentication.k8s.io/exec":
+            found["config"] = extension.get("extension")
+    return found
 
 
 def _run_bounded(

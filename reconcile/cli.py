@@ -174,7 +174,16 @@ def status(**params: Any) -> None:
 
 @cli.command()
 @settings_for("release")
-def release(**params: Any) -> None:
+@click.option(
+    "--suspend-cronjob",
+    envvar="NODE_HOLDER_SUSPEND_CRONJOB",
+    show_envvar=True,
+    metavar="NAMESPACE/NAME",
+    default="",
+    help="First suspend this CronJob and wait until its running Jobs end, so that no run "
+    "puts holds back after the release (the Helm chart's uninstall hook).",
+)
+def release(suspend_cronjob: str = "", **params: Any) -> None:
     """Remove every hold this tool owns, whatever the node ages.
 
     Run it before uninstalling, or in an emergency. Annotations set by anyone
@@ -182,8 +191,16 @@ def release(**params: Any) -> None:
     --max-hold) do not apply and their environment variables are not read;
     --annotation names custom hold keys to remove besides the well-known ones.
     """
+    from reconcile.handover import parse_cronjob_ref  # noqa: PLC0415
+
     hold = HoldSettings(annotations=_flat(params["annotations"]))
-    _execute(Invocation("release", hold, run_settings(params), access_settings(params)))
+    inv = Invocation("release", hold, run_settings(params), access_settings(params))
+    suspend = (
+        parse_cronjob_ref(suspend_cronjob, "--suspend-cronjob", "NODE_HOLDER_SUSPEND_CRONJOB")
+        if suspend_cronjob.strip()
+        else None
+    )
+    _execute(inv, suspend=suspend)
 
 
 # --- simulate: replay a node timeline in memory (docs/simulate.md) ---------------------------
@@ -303,7 +320,7 @@ def _simulate_duration(text: str, flag: str, bounds: DurationRange) -> Any:
 # --- end of simulate -------------------------------------------------------------------
 
 
-def _execute(inv: Invocation) -> None:
+def _execute(inv: Invocation, suspend: Any = None) -> None:
     mode = inv.command
     # Imported here: the Kubernetes client is slow to import and --help doesn't need it.
     from reconcile import report  # noqa: PLC0415
@@ -323,6 +340,13 @@ def _execute(inv: Invocation) -> None:
     )
     stop = threading.Event()
     _on_signals(stop)
+    if suspend is not None:
+        from reconcile.handover import HandoverFailed, suspend_and_wait  # noqa: PLC0415
+
+        try:
+            suspend_and_wait(kube, suspend, dry_run=inv.run.dry_run)
+        except HandoverFailed as exc:
+            raise RuntimeFailure(str(exc)) from None
     try:
         result = run_once(
             kube,

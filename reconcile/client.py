@@ -660,21 +660,27 @@ _REASONS = {
 
 def _transport_message(exc: Exception, host: str) -> str:
     cause = getattr(exc, "reason", None) or exc
-    if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+    errors = urllib3.exceptions
+    if isinstance(exc, errors.ReadTimeoutError):
         return f"{host} did not answer in time"
     # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: test it first, or a
     # refused connection reads "timed out".
-    if isinstance(exc, urllib3.exceptions.NewConnectionError | urllib3.exceptions.MaxRetryError):
-        text = str(cause)
-        if "Connection refused" in text:
-            return f"cannot connect to {host}: connection refused"
-        if "Name or service not known" in text or "nodename nor servname" in text:
-            return f"cannot connect to {host}: host name not found"
-        return f"cannot connect to {host}: {text}"
-    if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):
-        return f"cannot connect to {host}: timed out"
-    if isinstance(exc, urllib3.exceptions.ProtocolError):
-        return f"connection to {host} dropped: {cause}"
-    if isinstance(exc, urllib3.exceptions.SSLError):
-        return f"TLS error talking to {host}: {cause}"
+    if isinstance(exc, errors.NewConnectionError | errors.MaxRetryError):
+        return f"cannot connect to {host}: {_connect_failure(str(cause))}"
+    forms = (
+        (errors.ConnectTimeoutError, "cannot connect to {host}: timed out"),
+        (errors.ProtocolError, "connection to {host} dropped: {cause}"),
+        (errors.SSLError, "TLS error talking to {host}: {cause}"),
+    )
+    for kind, form in forms:
+        if isinstance(exc, kind):
+            return form.format(host=host, cause=cause)
     return f"{type(exc).__name__} talking to {host}: {cause}"
+
+
+def _connect_failure(text: str) -> str:
+    if "Connection refused" in text:
+        return "connection refused"
+    if "Name or service not known" in text or "nodename nor servname" in text:
+        return "host name not found"
+    return text

@@ -33,6 +33,7 @@ from reconcile.settings import (
     FREE_UNTIL,
     HOLD_STARTED,
     HOLD_VALUE,
+    KNOWN_HOLD_KEYS,
     OWNERSHIP_MARKER,
     HoldSettings,
     Scope,
@@ -235,12 +236,14 @@ def _stretches(
     return result
 
 
-def _recorded(members: Sequence[NodeView], key: str, ours_only: bool) -> list[datetime]:
+def _recorded(
+    members: Sequence[NodeView], key: str, ours_only: bool, hold: HoldSettings
+) -> list[datetime]:
     """Valid times this tool wrote under `key` (on nodes it still holds, if `ours_only`)."""
     found = []
     for node in members:
         raw = node.annotations.get(key)
-        if raw is None or (ours_only and not _holds_ours(node)):
+        if raw is None or (ours_only and not _holds_ours(node, hold)):
             continue
         moment = parse_stamp(raw)
         if moment is not None:
@@ -248,13 +251,26 @@ def _recorded(members: Sequence[NodeView], key: str, ours_only: bool) -> list[da
     return found
 
 
-def _holds_ours(node: NodeView) -> bool:
-    claimed = claimed_keys(node.annotations)
+def trusted_claims(annotations: Mapping[str, str], hold: HoldSettings) -> frozenset[str]:
+    """The keys of the ownership marker this tool may act on: hold annotations it knows.
+
+    The marker is only an annotation: anyone who can edit a node can make it name any key.
+    Only the configured keys and the well-known Karpenter and cluster-autoscaler hold
+    keys are ever removed; any other key in a marker is dropped from it and left alone.
+    """
+    known = set(hold.annotations) | set(KNOWN_HOLD_KEYS)
+    return frozenset(k for k in claimed_keys(annotations) if k in known)
+
+
+def _holds_ours(node: NodeView, hold: HoldSettings) -> bool:
+    claimed = trusted_claims(node.annotations, hold)
     return any(key_state(node.annotations, k, claimed) is KeyState.OURS for k in claimed)
 
 
 def parse_stamp(raw: str) -> datetime | None:
     """One of our own RFC 3339 UTC stamps (`2026-11-22T20:41:22Z`); None if someone broke it."""
+    if not raw:
+        return None  # absent: most nodes, every run; strptime would raise (slowly) for it
     try:
         moment = datetime.strptime(raw, "%Y-%m-%dT%H:%M:%SZ")
     except (TypeError, ValueError):
@@ -269,7 +285,7 @@ def _window(
         (n for n in members if not n.deleting and hold.trigger_selector.matches(n.labels)),
         key=lambda n: (n.created, n.name),
     )
-    frees = _recorded(members, FREE_UNTIL, ours_only=False) if hold.max_hold else []
+    frees = _recorded(members, FREE_UNTIL, ours_only=False, hold=hold) if hold.max_hold else []
     free_until = max(frees) if frees and max(frees) > now else None
     if not triggers:
         return HoldWindow(name=name, held=False, nodes=len(members), free_until=free_until)
@@ -278,7 +294,9 @@ def _window(
     start, until, capped = last.start, last.until, last.capped
     if hold.max_hold is not None:
         # The stretch may have begun before its oldest surviving node: the stamp says when.
-        starts = [t for t in _recorded(members, HOLD_STARTED, ours_only=True) if t <= now]
+        starts = [
+            t for t in _recorded(members, HOLD_STARTED, ours_only=True, hold=hold) if t <= now
+        ]
         if starts and min(starts) < start:
             start = min(starts)
             if until > start + hold.max_hold:
@@ -320,10 +338,11 @@ def decide_node(
     *,
     now: datetime | None = None,
 ) -> NodeDecision:
-    claimed = claimed_keys(node.annotations)
+    listed = claimed_keys(node.annotations)
+    claimed = trusted_claims(node.annotations, hold) if listed else listed
     relevant = hold.annotations
-    if claimed:
-        relevant = (*hold.annotations, *sorted(claimed - set(hold.annotations)))
+    if listed:
+        relevant = (*hold.annotations, *sorted(listed - set(hold.annotations)))
     states = tuple((k, key_state(node.annotations, k, claimed)) for k in relevant)
     held = (
         mode is Mode.RECONCILE
@@ -360,9 +379,9 @@ def decide_node(
             owned.discard(key)  # someone else's now: never ours to remove
         elif state is KeyState.FREE and not wanted:
             owned.discard(key)  # claimed but gone: forget the claim
-    if owned != claimed or (not owned and OWNERSHIP_MARKER in node.annotations):
+    if owned != listed or (not owned and OWNERSHIP_MARKER in node.annotations):
         changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
-    changes.update(_bookkeeping(node, window, hold, mode, owned=bool(owned), now=now))
+    changes.update(_bookkeeping(node, _Context(window, hold, mode, now), owned=bool(owned)))
     if not changes:
         return decision
     patch = NodePatch(
@@ -376,16 +395,19 @@ def decide_node(
     return replace(decision, patch=patch)
 
 
-def _bookkeeping(
-    node: NodeView,
-    window: HoldWindow,
-    hold: HoldSettings,
-    mode: Mode,
-    *,
-    owned: bool,
-    now: datetime | None,
-) -> dict[str, str | None]:
+@dataclass(frozen=True)
+class _Context:
+    """What one node's decision is made in."""
+
+    window: HoldWindow
+    hold: HoldSettings
+    mode: Mode
+    now: datetime | None
+
+
+def _bookkeeping(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str | None]:
     """The --max-hold stamps: set with the hold, removed with it or once stale."""
+    window, hold, mode, now = ctx.window, ctx.hold, ctx.mode, ctx.now
     changes: dict[str, str | None] = {}
     annotations = node.annotations
     keep_started = owned and hold.max_hold is not None and mode is Mode.RECONCILE
@@ -393,7 +415,7 @@ def _bookkeeping(
         changes[HOLD_STARTED] = _iso(window.stretch_start)
     elif not keep_started and HOLD_STARTED in annotations:
         changes[HOLD_STARTED] = None
-    had_ours = _holds_ours(node)
+    had_ours = _holds_ours(node, hold)
     released_by_cap = (
         had_ours and not owned and window.capped and mode is Mode.RECONCILE and not window.held
     )

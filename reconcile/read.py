@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from reconcile.client import ApiError, Client, Gone, ListPage, NotFound, TransportError
+from reconcile.client import (
+    ApiError,
+    Client,
+    Gone,
+    ListPage,
+    NotFound,
+    TransportError,
+    gc_paused,
+)
 from reconcile.nodes import MalformedNode, NodeView, node_view
 from reconcile.retry import DeadlineExceeded, Interrupted
 from reconcile.settings import OWNERSHIP_MARKER, Clock, HoldSettings, RunSettings
@@ -66,55 +74,60 @@ def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -
     keys = Keys.of(hold)
     restarts = 0
     while True:
-        nodes: list[NodeView] = []
-        pages = 0
-        server_now: datetime | None = None
-        token: str | None = None
-        size = min(run.page_size, FIRST_PAGE)  # then sized to the bytes of the last page
         try:
-            while True:
-                if pool.stop.is_set():
-                    raise Interrupted("list")
-
-                def page(timeout: float, token: str | None = token, size: int = size) -> ListPage:
-                    return kube.list_nodes(limit=size, continue_token=token, timeout=timeout)
-
-                got = pool.retry(page, "list nodes")
-                nodes.extend(node_view(m, keys.annotations, keys.labels) for m in got.items)
-                size = fitting_page_size(len(got.items) or size, got.size, run.page_size)
-                del got.items[:]
-                pages += 1
-                server_now = got.date
-                token = got.continue_token
-                if not token:
-                    break
+            nodes, pages, server_now = _read_all_pages(kube, keys, run, pool)
+            break
         except Gone as exc:
-            if restarts < LIST_RESTARTS:
-                restarts += 1
-                log.info("node list expired mid-way (410 Gone); starting the list again")
-                continue
-            raise ListFailed(f"cannot list nodes: {exc.explain()}; nothing was changed") from None
-        except ApiError as exc:
-            raise ListFailed(f"cannot list nodes: {exc.explain()}; nothing was changed") from None
-        except TransportError as exc:
-            raise ListFailed(f"cannot list nodes: {exc}; nothing was changed") from None
-        except MalformedNode as exc:
-            # One node we cannot decide on makes the whole decision unsafe (is it the youngest?).
-            raise ListFailed(
-                f"cannot decide: {exc}; fix or delete that node; nothing was changed"
-            ) from None
-        except DeadlineExceeded:
-            raise ListFailed(
-                "cannot list nodes within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
-            ) from None
-        break
+            if restarts >= LIST_RESTARTS:
+                raise _failed(exc) from None
+            restarts += 1
+            log.info("node list expired mid-way (410 Gone); starting the list again")
+        except (ApiError, TransportError, MalformedNode, DeadlineExceeded) as exc:
+            raise _failed(exc) from None
     if run.clock is Clock.SERVER and server_now is not None:
-        now, clock = server_now, "server"
-    else:
-        if run.clock is Clock.SERVER:
-            log.warning("the API server sent no Date header; deciding with the local clock")
-        now, clock = datetime.now(UTC), "local"
-    return Listing(nodes, now, clock, pages, restarts)
+        return Listing(nodes, server_now, "server", pages, restarts)
+    if run.clock is Clock.SERVER:
+        log.warning("the API server sent no Date header; deciding with the local clock")
+    return Listing(nodes, datetime.now(UTC), "local", pages, restarts)
+
+
+def _read_all_pages(
+    kube: Client, keys: Keys, run: RunSettings, pool: Pool
+) -> tuple[list[NodeView], int, datetime | None]:
+    """Every page once, from the first: the node views, the page count, the last Date."""
+    nodes: list[NodeView] = []
+    pages = 0
+    token: str | None = None
+    size = min(run.page_size, FIRST_PAGE)  # then sized to the bytes of the last page
+    while True:
+        if pool.stop.is_set():
+            raise Interrupted("list")
+
+        def page(timeout: float, token: str | None = token, size: int = size) -> ListPage:
+            return kube.list_nodes(limit=size, continue_token=token, timeout=timeout)
+
+        got = pool.retry(page, "list nodes")
+        with gc_paused():  # thousands of small objects, none of them cyclic garbage
+            nodes.extend(node_view(m, keys.annotations, keys.labels) for m in got.items)
+        size = fitting_page_size(len(got.items) or size, got.size, run.page_size)
+        del got.items[:]
+        pages += 1
+        token = got.continue_token
+        if not token:
+            return nodes, pages, got.date
+
+
+def _failed(exc: Exception) -> ListFailed:
+    """One line for the run's error: why the list is not whole, and that nothing changed."""
+    if isinstance(exc, MalformedNode):
+        # One node we cannot decide on makes the whole decision unsafe (is it the youngest?).
+        return ListFailed(f"cannot decide: {exc}; fix or delete that node; nothing was changed")
+    if isinstance(exc, DeadlineExceeded):
+        return ListFailed(
+            "cannot list nodes within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
+        )
+    why = exc.explain() if isinstance(exc, ApiError) else str(exc)
+    return ListFailed(f"cannot list nodes: {why}; nothing was changed")
 
 
 def read_node(kube: Client, name: str, keys: Keys, timeout: float) -> NodeView | None:

@@ -27,27 +27,26 @@ class Requirement:
     values: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        has = self.key in labels
         value = labels.get(self.key)
         match self.op:
-            case "exists":
-                return has
-            case "!exists":
-                return not has
+            case "exists" | "!exists":
+                return (value is not None) is (self.op == "exists")
             case "=" | "in":
-                return has and value in self.values
+                return value is not None and value in self.values
             case "!=" | "notin":
-                return not has or value not in self.values
+                return value is None or value not in self.values
             case "gt" | "lt":
-                if not has:
-                    return False
-                try:
-                    number = int(value)  # type: ignore[arg-type]
-                except ValueError:
-                    return False
-                bound = int(self.values[0])
-                return number > bound if self.op == "gt" else number < bound
+                return self._compares(value)
         raise AssertionError(self.op)
+
+    def _compares(self, value: str | None) -> bool:
+        """`gt`/`lt`: the label must be a whole number on the right side of the bound."""
+        try:
+            number = int(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
+        bound = int(self.values[0])
+        return number > bound if self.op == "gt" else number < bound
 
     def __str__(self) -> str:
         match self.op:

@@ -74,6 +74,24 @@ def test_a_working_plugin_s_token_is_used(api: ApiServer, tmp_path: Path) -> Non
     assert {r.identity for r in api.requests} == {"admin"}
 
 
+def test_a_plugin_that_asks_for_cluster_info_is_told_the_cluster(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    old(api, "n1")
+    script = plugin(
+        tmp_path,
+        f"""case "$KUBERNETES_EXEC_INFO" in
+  *'"interactive": false'*'"server": "{api.url}"'*) echo '{credential(api.token("admin"))}';;
+  *) echo "no cluster in $KUBERNETES_EXEC_INFO" >&2; exit 3;;
+esac
+""",
+    )
+    kubeconfig = edited(api, tmp_path, with_exec(script, provideClusterInfo=True))
+    result = reconcile(kubeconfig, "--dry-run")
+    assert result.code == 0, result.stderr
+    assert {r.identity for r in api.requests} == {"admin"}
+
+
 PLUGIN_FAILURES = {
     "missing": (None, "was not found: run 'brew install aws'"),
     "fails": ("echo 'An error occurred (ExpiredToken)' >&2; exit 255", "failed (exit 255)"),
@@ -200,6 +218,33 @@ def test_missing_entries_of_a_kubeconfig_list_are_skipped_as_kubectl_does(
     result = run_cli("reconcile")
     assert result.code == 0, result.stderr
     assert api.annotations("n1") == OURS
+
+
+def test_in_a_kubeconfig_list_the_first_current_context_wins_as_in_kubectl(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old(api, "n1")
+    young(api, "n2")
+    other = tmp_path / "other"
+    other.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "elsewhere", "cluster": {"server": "ftp://nowhere"}}],
+                "users": [{"name": "someone", "user": {}}],
+                "contexts": [
+                    {"name": "elsewhere", "context": {"cluster": "elsewhere", "user": "someone"}}
+                ],
+                "current-context": "elsewhere",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(kubeconfig), str(other)]))
+    assert run_cli("reconcile").code == 0  # "test", from the first file
+    assert api.annotations("n1") == OURS
+    by_name = run_cli("reconcile", "--context", "elsewhere")  # still there to pick by name
+    assert by_name.code == 2 and "ftp://nowhere" in by_name.stderr
 
 
 def test_a_kubeconfig_list_with_every_entry_missing_names_them(

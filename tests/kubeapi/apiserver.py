@@ -78,6 +78,7 @@ from tests.kubeapi.patching import (
     decode_json,
 )
 from tests.kubeapi.resources import (
+    BATCH_KINDS,
     CORE_EVENTS,
     NAMESPACE_FIELD_LABELS,
     NODES,
@@ -685,6 +686,27 @@ class ApiServer:
             entry = self.store.put("nodes", name, obj)
         return json.loads(entry.full("Node", "v1"))
 
+    def add_batch(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store a batch/v1 CronJob or Job as a controller would (status included)."""
+        rk = BATCH_KINDS[resource]
+        meta = {
+            "uid": str(uuid.uuid4()),
+            "creationTimestamp": rfc3339(self.now()),
+            "generation": 1,
+            **obj["metadata"],
+        }
+        full = rk.defaults({**obj, "kind": rk.kind, "apiVersion": rk.api_version, "metadata": meta})
+        key = self._key(rk, meta["namespace"], meta["name"])
+        with self.store.lock:
+            entry = self.store.put(rk.storage, key, full)
+        return json.loads(entry.full(rk.kind, rk.api_version))
+
+    def get_batch(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        rk = BATCH_KINDS[resource]
+        with self.store.lock:
+            entry = self.store.get(rk.storage, self._key(rk, namespace, name))
+        return None if entry is None else json.loads(entry.full(rk.kind, rk.api_version))
+
     def add_nodes(
         self,
         n: int,
@@ -938,6 +960,11 @@ class ApiServer:
                 return self._resource(
                     req, V1_EVENTS, rest[1], rest[3] if len(rest) == 4 else "", ""
                 )
+        if parts[:3] == ["apis", "batch", "v1"]:
+            rest = parts[3:]
+            if len(rest) in (3, 4) and rest[0] == "namespaces" and rest[2] in BATCH_KINDS:
+                name = rest[3] if len(rest) == 4 else ""
+                return self._resource(req, BATCH_KINDS[rest[2]], rest[1], name, "")
         if parts[:3] == ["apis", "coordination.k8s.io", "v1"]:
             rest = parts[3:]
             if len(rest) == 4 and rest[0] == "namespaces" and rest[2] == "leases":

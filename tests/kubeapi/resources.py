@@ -284,3 +284,56 @@ POD_FIELD_LABELS = {
     "status.nominatedNodeName",
 }
 NAMESPACE_FIELD_LABELS = {"metadata.name", "status.phase"}
+
+
+# --- batch/v1: CronJobs and Jobs, enough for `release --suspend-cronjob` (get, list, patch,
+# status.active). The test server runs no controllers: tests set a Job's status themselves
+# (ApiServer.add_job / finish_job), as the Job controller would.
+
+
+def _name_namespace_label(label: str) -> str | None:
+    return label if label in ("metadata.name", "metadata.namespace") else None
+
+
+def _name_namespace_fields(obj: Obj) -> dict[str, str]:
+    meta = obj.get("metadata") or {}
+    return {"metadata.name": meta.get("name", ""), "metadata.namespace": meta.get("namespace", "")}
+
+
+def _default_cells(obj: Obj, now: Any) -> list[Any]:
+    meta = obj.get("metadata") or {}
+    return [meta.get("name", ""), meta.get("creationTimestamp")]
+
+
+def _with_status(obj: Obj) -> Obj:
+    """Like the Go types: `spec` and `status` always serialize."""
+    return {**obj, "spec": obj.get("spec") or {}, "status": obj.get("status") or {}}
+
+
+CRONJOBS = ResourceKind(
+    resource="cronjobs",
+    kind="CronJob",
+    group="batch",
+    namespaced=True,
+    storage="cronjobs",
+    field_label=_name_namespace_label,
+    field_values=_name_namespace_fields,
+    columns=tables.DEFAULT_COLUMNS,
+    cells=_default_cells,
+    list_strategies=EVENT_LIST_STRATEGIES,
+    defaults=_with_status,
+)
+JOBS = ResourceKind(
+    resource="jobs",
+    kind="Job",
+    group="batch",
+    namespaced=True,
+    storage="jobs",
+    field_label=_name_namespace_label,
+    field_values=_name_namespace_fields,
+    columns=tables.DEFAULT_COLUMNS,
+    cells=_default_cells,
+    list_strategies=EVENT_LIST_STRATEGIES,
+    defaults=_with_status,
+)
+BATCH_KINDS = {"cronjobs": CRONJOBS, "jobs": JOBS}

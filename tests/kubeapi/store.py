@@ -161,7 +161,9 @@ class Store:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.rv = 1
-        self.collections: dict[str, Collection] = {"nodes": Collection(), "events": Collection()}
+        self.collections: dict[str, Collection] = {
+            name: Collection() for name in ("nodes", "events", "cronjobs", "jobs")
+        }
         self._snapshots: OrderedDict[tuple[str, int], tuple[Entry, ...]] = OrderedDict()
         self.compacted_rv = 0
 

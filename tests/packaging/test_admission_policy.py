@@ -589,7 +589,7 @@ def test_each_renders_policy_admits_its_own_hold_and_refuses_a_taint(target):
 @needs_kubectl
 def test_disagreement_is_caught():
     """An overlay that changes HOLD_ANNOTATION but not the ConfigMap fails the check above."""
-    objs = render("overlays/karpenter-pre-v1")
+    objs = render("overlays/karpenter-before-v0.32")
     only(objs, "ConfigMap")["data"]["holdAnnotations"] = DISRUPT
     assert policy_disagreements(objs) == [
         f"policy allows ['{DISRUPT}'], HOLD_ANNOTATION is ['{CONSOLIDATE}']"

@@ -44,7 +44,7 @@ OVERLAYS = sorted(p.name for p in OVERLAYS_DIR.iterdir() if (p / "kustomization.
 TARGETS = [".", "base", *(f"overlays/{name}" for name in OVERLAYS)]
 
 NAMESPACE = "node-holder"
-IMAGE = f"ghcr.io/karpenter-node-holder/node-holder:{reconcile.__version__}"
+IMAGE = f"ghcr.io/karpenter-node-holder/karpenter-node-holder:{reconcile.__version__}"
 HOLD_ANNOTATION = "karpenter.sh/do-not-disrupt"
 KARPENTER_NODE_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
 
@@ -53,7 +53,7 @@ KARPENTER_NODE_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name
 OVERLAY_ENV_CHANGES: dict[str, dict[str, str]] = {
     "dry-run-first": {"NODE_HOLDER_DRY_RUN": "true"},
     "longer-hold": {"HOLD_DURATION": "45m"},
-    "karpenter-pre-v1": {
+    "karpenter-before-v0.32": {
         "HOLD_ANNOTATION": "karpenter.sh/do-not-consolidate",
         "HOLD_GROUP_LABEL": "karpenter.sh/provisioner-name",
     },
@@ -232,6 +232,13 @@ def test_cronjob_dir_installs_exactly_the_base():
 def test_every_object_validates_strictly(target, version):
     for obj in render(target):
         kubernetes_validate.validate(obj, version, strict=True)
+
+
+@needs_kubectl
+def test_without_admission_policy_validates_on_the_oldest_supported_kubernetes():
+    """1.27 (CronJob timeZone GA): docs/install.md, "Supported versions"."""
+    for obj in render("overlays/without-admission-policy"):
+        kubernetes_validate.validate(obj, "1.27", strict=True)
 
 
 @needs_kubectl
