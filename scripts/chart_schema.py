@@ -44,6 +44,7 @@ FLAT: dict[str, str] = {
     "events": "NODE_HOLDER_EVENTS",
     "timeout": "NODE_HOLDER_TIMEOUT",
     "logFormat": "NODE_HOLDER_LOG_FORMAT",
+    "output": "NODE_HOLDER_OUTPUT",
 }
 #: Settings the chart does not offer: the pod always uses its in-cluster service account.
 NOT_IN_CHART = frozenset({"KUBECONFIG", "NODE_HOLDER_CONTEXT", "NODE_HOLDER_SUSPEND_CRONJOB"})

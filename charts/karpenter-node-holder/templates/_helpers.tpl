@@ -84,7 +84,8 @@ server-side apply refuses duplicate env names).
   (list "NODE_HOLDER_DRY_RUN" $v.dryRun)
   (list "NODE_HOLDER_EVENTS" $v.events)
   (list "NODE_HOLDER_TIMEOUT" $v.timeout)
-  (list "NODE_HOLDER_LOG_FORMAT" $v.logFormat) }}
+  (list "NODE_HOLDER_LOG_FORMAT" $v.logFormat)
+  (list "NODE_HOLDER_OUTPUT" $v.output) }}
 {{- range $env }}
 - name: {{ index . 0 }}
   value: {{ include "node-holder.text" (index . 1) | quote }}
