@@ -7,8 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 CONTENDERS = ("node-holder", "naive client", "kubectl annotate")
+
+
+pytestmark = pytest.mark.slow
 
 
 def test_quick_benchmark_prints_every_contender_in_every_run(tmp_path: Path) -> None:
