@@ -408,8 +408,10 @@ class _Context:
 def _bookkeeping(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str | None]:
     """The --max-hold stamps: set with the hold, removed with it or once stale."""
     window, hold, mode, now = ctx.window, ctx.hold, ctx.mode, ctx.now
-    changes: dict[str, str | None] = {}
     annotations = node.annotations
+    if hold.max_hold is None and HOLD_STARTED not in annotations and FREE_UNTIL not in annotations:
+        return {}  # the common case, for every node of every run: nothing to stamp
+    changes: dict[str, str | None] = {}
     keep_started = owned and hold.max_hold is not None and mode is Mode.RECONCILE
     if keep_started and HOLD_STARTED not in annotations and window.stretch_start:
         changes[HOLD_STARTED] = _iso(window.stretch_start)
