@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from reconcile.client import (
     ApiError,
@@ -110,80 +110,126 @@ class _Abort:
                 self.reason = reason
 
 
-def _patch_node(
-    plan: Plan,
-    *,
-    patch: NodePatch,
-    kube: Client,
-    pool: Pool,
-    reread: Callable[[str, float], NodeView | None],
-    abort: _Abort,
-) -> NodeResult:
-    attempts = conflicts = 0
-    current = patch
+@dataclass
+class _Attempt:
+    """One node's patch as it goes: what is sent now, how often, how many conflicts."""
 
-    def result(outcome: Outcome, error: str | None = None) -> NodeResult:
-        return NodeResult(patch.node, outcome, current, attempts, conflicts, error)
+    planned: NodePatch
+    current: NodePatch
+    attempts: int = 0
+    conflicts: int = 0
 
-    while True:
-        if pool.stop.is_set():
-            return result(Outcome.NOT_SENT, "stopped by signal")
-        if pool.deadline.expired:
-            return result(Outcome.NOT_SENT, "run timeout reached")
-        if abort.reason:
-            return result(Outcome.NOT_SENT)
+    def result(self, outcome: Outcome, error: str | None = None) -> NodeResult:
+        return NodeResult(
+            self.planned.node, outcome, self.current, self.attempts, self.conflicts, error
+        )
+
+
+#: What a failed send means for the node, by error type, first match wins. None: the node
+#: changed since listed (409), or the patch may or may not have landed: read it again and
+#: decide again.
+_OUTCOMES: tuple[tuple[type[Exception], Outcome | None], ...] = (
+    (NotFound, Outcome.GONE),
+    (Conflict, None),
+    (Unconfirmed, None),
+    (ApiError, Outcome.FAILED),
+    (TransportError, Outcome.FAILED),
+    (Interrupted, Outcome.NOT_SENT),
+    (DeadlineExceeded, Outcome.NOT_SENT),
+)
+_SENT_ERRORS = (ApiError, TransportError, Unconfirmed, Interrupted, DeadlineExceeded)
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, ApiError):
+        return exc.explain()
+    if isinstance(exc, Interrupted):
+        return "stopped by signal"
+    if isinstance(exc, DeadlineExceeded):
+        return "run timeout reached"
+    return str(exc) or type(exc).__name__
+
+
+@dataclass(frozen=True)
+class _Patcher:
+    """Sends one node's patch; on a 409 reads the node again and decides again."""
+
+    plan: Plan
+    kube: Client
+    pool: Pool
+    reread: Callable[[str, float], NodeView | None]
+    abort: _Abort
+
+    def patch(self, patch: NodePatch) -> NodeResult:
+        attempt = _Attempt(patch, patch)
+        while True:
+            done = self._stopped(attempt) or self._send(attempt)
+            if done is not None:
+                return done
+            attempt.conflicts += 1
+            if attempt.conflicts > MAX_CONFLICTS:
+                return attempt.result(
+                    Outcome.FAILED, f"still conflicting after {MAX_CONFLICTS} re-reads"
+                )
+            again = self._decide_again(attempt)
+            if isinstance(again, NodeResult):
+                return again
+            attempt.current = again
+
+    def _stopped(self, attempt: _Attempt) -> NodeResult | None:
+        """A stop request, the deadline or a refused identity: start nothing new."""
+        if self.pool.stop.is_set():
+            return attempt.result(Outcome.NOT_SENT, "stopped by signal")
+        if self.pool.deadline.expired:
+            return attempt.result(Outcome.NOT_SENT, "run timeout reached")
+        if self.abort.reason:
+            return attempt.result(Outcome.NOT_SENT, "not sent after the API refused our identity")
+        return None
+
+    def _send(self, attempt: _Attempt) -> NodeResult | None:
+        """The patch, retried as the pool allows; None: read again and decide again."""
+        node = attempt.planned.node
         try:
-            pool.limiter.acquire(pool.deadline, pool.stop)
-            attempts += 1
+            self.pool.limiter.acquire(self.pool.deadline, self.pool.stop)
+            attempt.attempts += 1
 
-            def send(timeout: float, p: NodePatch = current) -> str:
-                return kube.patch_node(p.node, p.body(), timeout=timeout)
+            def send(timeout: float, p: NodePatch = attempt.current) -> str:
+                return self.kube.patch_node(p.node, p.body(), timeout=timeout)
 
-            pool.retry(send, f"node/{patch.node}: patch")
-            return result(Outcome.PATCHED)
-        except NotFound:
-            return result(Outcome.GONE)
-        except (Unauthorized, Forbidden) as exc:
-            abort.set(exc.explain())
-            return result(Outcome.FAILED, exc.explain())
-        except (Conflict, Unconfirmed) as exc:
-            # The node changed after we listed it, or we cannot tell whether the patch
-            # landed: either way, read it again and decide again (below).
-            why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
-        except ApiError as exc:
-            return result(Outcome.FAILED, exc.explain())
-        except TransportError as exc:
-            return result(Outcome.FAILED, str(exc))
-        except (Interrupted, DeadlineExceeded) as exc:
-            why = "stopped by signal" if isinstance(exc, Interrupted) else "run timeout reached"
-            return result(Outcome.NOT_SENT, why)
-        conflicts += 1
-        if conflicts > MAX_CONFLICTS:
-            return result(Outcome.FAILED, f"still conflicting after {MAX_CONFLICTS} re-reads")
-        log.info("node/%s: %s; reading it again", patch.node, why)
+            self.pool.retry(send, f"node/{node}: patch")
+            return attempt.result(Outcome.PATCHED)
+        except _SENT_ERRORS as exc:
+            if isinstance(exc, Unauthorized | Forbidden):
+                self.abort.set(exc.explain())
+            outcome = next(o for kind, o in _OUTCOMES if isinstance(exc, kind))
+            if outcome is None:
+                why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
+                log.info("node/%s: %s; reading it again", node, why)
+                return None
+            return attempt.result(outcome, None if outcome is Outcome.GONE else _why(exc))
+
+    def _decide_again(self, attempt: _Attempt) -> NodePatch | NodeResult:
+        """The node as it is now, decided again: the next patch, or how it ended."""
+        node = attempt.planned.node
         try:
-            fresh = pool.retry(
-                lambda timeout: reread(patch.node, timeout), f"node/{patch.node}: get"
-            )
+            fresh = self.pool.retry(lambda timeout: self.reread(node, timeout), f"node/{node}: get")
         except (ApiError, TransportError, MalformedNode) as exc:
-            return result(Outcome.FAILED, exc.explain() if isinstance(exc, ApiError) else str(exc))
-        except (Interrupted, DeadlineExceeded):
-            return result(Outcome.NOT_SENT)
+            return attempt.result(Outcome.FAILED, _why(exc))
+        except (Interrupted, DeadlineExceeded) as exc:
+            return attempt.result(Outcome.NOT_SENT, _why(exc))
         if fresh is None:
-            return result(Outcome.GONE)
-        again = plan.decide_again(fresh)
-        if again.patch is None:
-            return result(Outcome.SETTLED)
-        current = again.patch
+            return attempt.result(Outcome.GONE)
+        again = self.plan.decide_again(fresh)
+        return again.patch if again.patch is not None else attempt.result(Outcome.SETTLED)
 
-
-def _patch_node_safely(plan: Plan, *, patch: NodePatch, **kw: Any) -> NodeResult:
-    """One node's surprise (say, an unreadable answer) must not sink the other nodes' patches."""
-    try:
-        return _patch_node(plan, patch=patch, **kw)
-    except Exception as exc:
-        log.debug("node/%s: unexpected error", patch.node, exc_info=True)
-        return NodeResult(patch.node, Outcome.FAILED, patch, error=f"{type(exc).__name__}: {exc}")
+    def patch_safely(self, patch: NodePatch) -> NodeResult:
+        """One node's surprise (say, an unreadable answer) must not sink the others' patches."""
+        try:
+            return self.patch(patch)
+        except Exception as exc:
+            log.debug("node/%s: unexpected error", patch.node, exc_info=True)
+            error = f"{type(exc).__name__}: {exc}"
+            return NodeResult(patch.node, Outcome.FAILED, patch, error=error)
 
 
 def apply_plan(
@@ -203,7 +249,7 @@ def apply_plan(
     patches = plan.patches
     if not patches:
         return ApplyResult(())
-    abort = _Abort()
+    patcher = _Patcher(plan, kube, pool, reread, _Abort())
     results: list[NodeResult | None] = [None] * len(patches)
     upcoming = iter(enumerate(patches))
     take, report = threading.Lock(), threading.Lock()
@@ -214,9 +260,7 @@ def apply_plan(
                 index, patch = next(upcoming, (-1, None))
             if patch is None:
                 return
-            result = _patch_node_safely(
-                plan, patch=patch, kube=kube, pool=pool, reread=reread, abort=abort
-            )
+            result = patcher.patch_safely(patch)
             results[index] = result
             if on_result is not None:
                 with report:
@@ -238,7 +282,7 @@ def apply_plan(
         done,
         interrupted=pool.stop.is_set(),
         timed_out=pool.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
-        fatal=abort.reason,
+        fatal=patcher.abort.reason,
     )
 
 

@@ -26,7 +26,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -207,6 +207,14 @@ class ListPage:
 # --- the client ------------------------------------------------------------------
 
 
+class Action(NamedTuple):
+    """What a request does, in words for error lines (`patch node "x"`), and who grants it."""
+
+    verb: str = ""
+    what: str = ""
+    grant: str = NODES_GRANT
+
+
 class Client:
     """A few Node and Event calls over the official client's connection pool."""
 
@@ -266,11 +274,10 @@ class Client:
         body: Any = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
-        verb: str = "",
-        what: str = "",
-        grant: str = NODES_GRANT,
+        action: Action | None = None,
     ) -> Response:
         """One HTTP request; the body is always read so the connection is reused."""
+        verb, what, grant = action or Action()
         target = path + (f"?{urlencode(query)}" if query else "")
         payload = None if body is None else json.dumps(body, separators=(",", ":"))
         seconds = self._seconds(timeout)
@@ -336,8 +343,7 @@ class Client:
             query=query,
             headers={"Accept": ACCEPT_METADATA_LIST},
             timeout=timeout,
-            verb="list",
-            what='resource "nodes"',
+            action=Action("list", 'resource "nodes"'),
         )
         size, date = len(response.body), response.date
         with gc_paused():
@@ -354,8 +360,7 @@ class Client:
             f"/api/v1/nodes/{quote(name, safe='')}",
             headers={"Accept": ACCEPT_METADATA},
             timeout=timeout,
-            verb="get",
-            what=f'node "{name}"',
+            action=Action("get", f'node "{name}"'),
         )
         return _metadata(_json(response, f'get node "{name}"'), f'get node "{name}"')
 
@@ -374,8 +379,7 @@ class Client:
                 body=body,
                 headers={"Content-Type": MERGE_PATCH, "Accept": ACCEPT_METADATA},
                 timeout=timeout,
-                verb="patch",
-                what=what,
+                action=Action("patch", what),
             )
             meta = _metadata(_json(response, f"patch {what}"), f"patch {what}")
         except UnreadableAnswer as exc:
@@ -391,9 +395,7 @@ class Client:
             body=event,
             headers={"Content-Type": "application/json", "Accept": ACCEPT_METADATA},
             timeout=timeout,
-            verb="create",
-            what=f'resource "events" in namespace "{namespace}"',
-            grant=EVENTS_GRANT,
+            action=Action("create", f'resource "events" in namespace "{namespace}"', EVENTS_GRANT),
         )
 
 

@@ -126,6 +126,7 @@ def _caller(kube: Any, sleep: Callable[[float], None]) -> Callable[..., Any]:
     """One request as JSON; throttling, 5xx and lost connections are retried for a while."""
     # The client is slow to import: only here, not for --help.
     from reconcile.client import (  # noqa: PLC0415
+        Action,
         ApiError,
         ServerError,
         TooManyRequests,
@@ -135,7 +136,9 @@ def _caller(kube: Any, sleep: Callable[[float], None]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         for attempt in range(TRIES):
             try:
-                return json.loads(kube.request(*args, grant=GRANT, **kwargs).body)
+                verb, what = kwargs.pop("verb"), kwargs.pop("what")
+                action = Action(verb, what, GRANT)
+                return json.loads(kube.request(*args, action=action, **kwargs).body)
             except (ApiError, TransportError) as exc:
                 transient = isinstance(exc, TransportError | TooManyRequests | ServerError)
                 if not transient or attempt == TRIES - 1:
