@@ -9,6 +9,7 @@ the commands: `node-holder --help` stays fast.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -18,7 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
-from reconcile import __version__
+from reconcile import __version__, logs
 from reconcile.logs import error_line, log, verbosity
 from reconcile.options import settings_for
 from reconcile.settings import (
@@ -174,16 +175,7 @@ def status(**params: Any) -> None:
 
 @cli.command()
 @settings_for("release")
-@click.option(
-    "--suspend-cronjob",
-    envvar="NODE_HOLDER_SUSPEND_CRONJOB",
-    show_envvar=True,
-    metavar="NAMESPACE/NAME",
-    default="",
-    help="First suspend this CronJob and wait until its running Jobs end, so that no run "
-    "puts holds back after the release (the Helm chart's uninstall hook).",
-)
-def release(suspend_cronjob: str = "", **params: Any) -> None:
+def release(**params: Any) -> None:
     """Remove every hold this tool owns, whatever the node ages.
 
     Run it before uninstalling, or in an emergency. Annotations set by anyone
@@ -191,15 +183,9 @@ def release(suspend_cronjob: str = "", **params: Any) -> None:
     --max-hold) do not apply and their environment variables are not read;
     --annotation names custom hold keys to remove besides the well-known ones.
     """
-    from reconcile.handover import parse_cronjob_ref  # noqa: PLC0415
-
+    suspend = params.pop("suspend_cronjob")
     hold = HoldSettings(annotations=_flat(params["annotations"]))
     inv = Invocation("release", hold, run_settings(params), access_settings(params))
-    suspend = (
-        parse_cronjob_ref(suspend_cronjob, "--suspend-cronjob", "NODE_HOLDER_SUSPEND_CRONJOB")
-        if suspend_cronjob.strip()
-        else None
-    )
     _execute(inv, suspend=suspend)
 
 
@@ -438,6 +424,7 @@ def _fail(code: int, message: str) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Console script: exit 0/1/2 with one line on stderr, never a traceback unless -v."""
+    logs.start(dict(os.environ))
     try:
         cli.main(args=argv, prog_name=PROG, standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from reconcile.settings import ConfigError
+from reconcile.settings import CronJobRef
 
 log = logging.getLogger("reconcile")
 
@@ -39,37 +38,11 @@ class HandoverFailed(Exception):
     """The CronJob could not be suspended, or a run was still going at the deadline: exit 1."""
 
 
-@dataclass(frozen=True)
-class CronJobRef:
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def path(self) -> str:
-        return (
-            f"/apis/batch/v1/namespaces/{quote(self.namespace, safe='')}"
-            f"/cronjobs/{quote(self.name, safe='')}"
-        )
-
-
-def parse_cronjob_ref(text: str, flag: str, env: str) -> CronJobRef:
-    """`namespace/name` -> CronJobRef, or one ConfigError line (exit 2, before any request)."""
-    namespace, sep, name = text.strip().partition("/")
-    fix = "use NAMESPACE/NAME of the CronJob, e.g. node-holder/node-holder"
-    if not sep or not namespace or not name or "/" in name:
-        raise ConfigError(f"{flag} ({env}): {text!r} is not NAMESPACE/NAME; {fix}")
-    if not _DNS_LABEL.fullmatch(namespace) or len(namespace) > 63:
-        raise ConfigError(f"{flag} ({env}): {namespace!r} is not a namespace name; {fix}")
-    if not _DNS_SUBDOMAIN.fullmatch(name) or len(name) > 52:  # CronJob names: 52 at most
-        raise ConfigError(f"{flag} ({env}): {name!r} is not a CronJob name; {fix}")
-    return CronJobRef(namespace, name)
-
-
-_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL.pattern}(?:\.{_DNS_LABEL.pattern})*")
+def _path(ref: CronJobRef) -> str:
+    return (
+        f"/apis/batch/v1/namespaces/{quote(ref.namespace, safe='')}"
+        f"/cronjobs/{quote(ref.name, safe='')}"
+    )
 
 
 @dataclass(frozen=True)
@@ -156,10 +129,10 @@ def _suspend(call: Callable[..., Any], ref: CronJobRef, dry_run: bool) -> dict[s
 
     try:
         if dry_run:
-            return call("GET", ref.path, verb="get", what=f"cronjob {ref}")
+            return call("GET", _path(ref), verb="get", what=f"cronjob {ref}")
         return call(
             "PATCH",
-            ref.path,
+            _path(ref),
             body={"spec": {"suspend": True}},
             headers={"Content-Type": MERGE_PATCH},
             verb="patch",

@@ -86,3 +86,11 @@ def error_line(prog: str, message: str) -> str:
 
 def verbosity() -> int:
     return _logging.verbose
+
+
+def start(environ: dict[str, str] | None = None) -> None:
+    """Before any option is parsed: the environment's log format, so that even a usage
+    error (an unknown option, which click reports before any option callback) is JSON when
+    NODE_HOLDER_LOG_FORMAT=json asks for it."""
+    fmt = (environ or {}).get("NODE_HOLDER_LOG_FORMAT", "")
+    setup_logging("json" if fmt.strip().lower() == "json" else "text", 0)

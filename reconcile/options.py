@@ -215,6 +215,19 @@ class Verbosity(SettingType):
         return {"type": "integer", "minimum": 0, "maximum": 3}
 
 
+class CronJobName(SettingType):
+    """`NAMESPACE/NAME` of a CronJob; empty: none."""
+
+    name = "cronjob"
+
+    def parse(self, text: str) -> s.CronJobRef | None:
+        return s.parse_cronjob_ref(text)
+
+    def json_schema(self) -> dict[str, Any]:
+        label = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+        return {"type": "string", "pattern": f"^$|^{label}/[a-z0-9](?:[-a-z0-9]{{0,50}}[a-z0-9])?$"}
+
+
 class Text(SettingType):
     """Free text (a path, a context name) that must not be empty when given."""
 
@@ -455,6 +468,16 @@ SETTINGS: tuple[Setting, ...] = (
         "NAME",
     ),
     Setting(
+        "suspend_cronjob",
+        "--suspend-cronjob",
+        "NODE_HOLDER_SUSPEND_CRONJOB",
+        CronJobName(),
+        "",
+        "First suspend this CronJob and wait until its running Jobs end, so that no run "
+        "puts holds back after the release (the Helm chart's uninstall hook).",
+        "NAMESPACE/NAME",
+    ),
+    Setting(
         "output",
         "--output",
         "NODE_HOLDER_OUTPUT",
@@ -514,7 +537,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "status": HOLD + READ + ACCESS + OUTPUT,
     # release needs no hold duration, scope, selector or cap: it removes every hold this tool
     # owns. --annotation names custom hold keys it may remove besides the well-known ones.
-    "release": ("annotations", *WRITE, *READ, *ACCESS, *OUTPUT),
+    "release": ("annotations", "suspend_cronjob", *WRITE, *READ, *ACCESS, *OUTPUT),
     "simulate": (*HOLD, "output", "log_format", "verbose"),
 }
 

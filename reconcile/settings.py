@@ -299,6 +299,38 @@ def parse_choice(text: str, choices: tuple[str, ...]) -> str:
     return raw
 
 
+@dataclass(frozen=True)
+class CronJobRef:
+    """A CronJob by namespace and name (release --suspend-cronjob)."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*"
+NAMESPACE_MAX = 63
+CRONJOB_NAME_MAX = 52  # the Job names the controller derives must stay within 63
+
+
+def parse_cronjob_ref(text: str) -> CronJobRef | None:
+    """`namespace/name`; empty means "no CronJob to suspend"."""
+    if not text.strip():
+        return None
+    namespace, sep, name = text.strip().partition("/")
+    fix = "use NAMESPACE/NAME of the CronJob, e.g. node-holder/node-holder"
+    if not sep or not namespace or not name or "/" in name:
+        raise Invalid("is not NAMESPACE/NAME", fix)
+    if not re.fullmatch(_DNS_LABEL, namespace) or len(namespace) > NAMESPACE_MAX:
+        raise Invalid(f"names {namespace!r}, which is not a namespace name", fix)
+    if not re.fullmatch(_DNS_SUBDOMAIN, name) or len(name) > CRONJOB_NAME_MAX:
+        raise Invalid(f"names {name!r}, which is not a CronJob name", fix)
+    return CronJobRef(namespace, name)
+
+
 def check_max_hold(
     hold: HoldSettings, option: str = "--max-hold", env: str | None = "HOLD_MAX_DURATION"
 ) -> None:

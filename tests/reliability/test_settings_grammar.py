@@ -59,6 +59,7 @@ TEXTS: dict[str, list[str]] = {
     "qps": ["1000", "0.5", "-1", "inf", "nan"],
     "events": ["true", "off", "sometimes"],
     "kubeconfig": ["/tmp/kc.yaml"],
+    "suspend_cronjob": ["node-holder/node-holder", "x", "a/b/c", "UP/x", "ns/" + "n" * 53],
     "context": ["prod"],
     "output": ["json", "TEXT", "yaml"],
     "log_format": ["json", "logfmt"],
@@ -307,3 +308,10 @@ def test_verbose_flag_and_env_var_behave_the_same(api: ApiServer, kubeconfig: Pa
     assert "run finished" in by_flag.stderr and "run finished" in by_env.stderr
     assert "run finished" not in quiet.stderr
     assert KEY not in api.annotations("new") and NODES
+
+
+def test_a_usage_error_is_json_too_when_the_environment_asks_for_json_logs() -> None:
+    result = run_cli("reconcile", "--no-such-option", env={"NODE_HOLDER_LOG_FORMAT": "json"})
+    assert result.code == 2
+    (line,) = result.stderr.splitlines()
+    assert json.loads(line)["message"].startswith("No such option")
