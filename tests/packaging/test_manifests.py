@@ -668,3 +668,12 @@ def test_docs_uninstall_releases_before_deleting():
     release = docs.index("-- release")
     delete = docs.index("kubectl delete -k cronjob/")
     assert suspend < release < delete
+
+
+def test_the_cronjob_logs_json_lines_on_both_streams_as_the_readme_says():
+    """Log pipelines get one JSON object per line: results on stdout, logs on stderr."""
+    env = env_of(render("base"))
+    assert env["NODE_HOLDER_OUTPUT"] == "json"
+    assert env["NODE_HOLDER_LOG_FORMAT"] == "json"
+    readme = _docs()
+    assert "`NODE_HOLDER_OUTPUT=json`" in readme and "`NODE_HOLDER_LOG_FORMAT=json`" in readme

@@ -7,6 +7,7 @@ delivered the signal: no sleeps decide what happens first.
 
 from __future__ import annotations
 
+import json
 import queue
 import signal
 import subprocess
@@ -262,3 +263,32 @@ def test_a_slow_paged_list_never_outlives_the_timeout(api: ApiServer, kubeconfig
     line = assert_one_clear_line(stderr)
     assert "cannot list nodes" in line and "nothing was changed" in line
     assert api.writes() == []
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_a_killed_run_leaves_in_its_log_the_patches_it_did_send(
+    api: ApiServer, kubeconfig: Path, output: str
+) -> None:
+    """Each node's line is printed as its patch lands, not at the end: an OOM kill or
+    activeDeadlineSeconds after the first patch still leaves that patch in the log."""
+    young(api, "a")
+    old(api, "b")
+    api.inject(Fault(method="PATCH", path=r"/nodes/b$", delay=60, times=None))
+    patching_b = threading.Event()
+    api.on_request(
+        lambda req: patching_b.set() if req.method == "PATCH" and req.path.endswith("/b") else None
+    )
+    proc = spawn(kubeconfig, "--workers", "1", "--timeout", "50s", "--output", output)
+    try:
+        wait_until(lambda: api.annotations("a").get(KEY) == "true", timeout=30)
+        wait_until(patching_b.is_set, timeout=30)  # a's patch is done: b's is on its way
+    finally:
+        proc.kill()  # SIGKILL: no handler runs, nothing more is printed
+    out, _ = proc.communicate(timeout=10)
+    lines = out.splitlines()
+    assert lines, "the landed patch was printed before the kill"
+    if output == "text":
+        assert lines == [f"node/a: added {KEY}"]
+    else:
+        (entry,) = (json.loads(line) for line in lines)
+        assert entry["node"] == "a" and entry["result"] == "patched"
