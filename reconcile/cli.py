@@ -165,7 +165,9 @@ def status(**params: Any) -> None:
 
     A node is "held by us" (this tool set its hold annotation), "held by others"
     (someone else set it to "true"), "exempt" (someone set it to "false": Karpenter may
-    disrupt it) or "free".
+    disrupt it) or "free". It writes nothing, so the write settings (--dry-run,
+    --workers, --qps, --events) do not apply: their flags are refused and their
+    environment variables are not read.
     """
     hold = hold_settings(params)
     _warn_about_keys(hold.annotations)
