@@ -28,6 +28,7 @@ CHART = ROOT / "charts" / "karpenter-node-holder"
 SCHEMA = CHART / "values.schema.json"
 README = CHART / "README.md"
 INSTALL_DOC = ROOT / "docs" / "install.md"
+ROOT_README = ROOT / "README.md"
 VALUES = CHART / "values.yaml"
 
 #: One flat camelCase value per setting a user commonly sets (the original chart's names
@@ -293,6 +294,7 @@ def rendered() -> dict[Path, str]:
         SCHEMA: json.dumps(schema(), indent=2) + "\n",
         README: with_table(README),
         INSTALL_DOC: with_table(INSTALL_DOC),
+        ROOT_README: with_table(ROOT_README),
     }
 
 
