@@ -381,7 +381,9 @@ def decide_node(
             owned.discard(key)  # claimed but gone: forget the claim
     if owned != listed or (not owned and OWNERSHIP_MARKER in node.annotations):
         changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
-    changes.update(_bookkeeping(node, _Context(window, hold, mode, now), owned=bool(owned)))
+    had_ours = any(state is KeyState.OURS for _, state in states)
+    context = _Context(window, hold, mode, now)
+    changes.update(_bookkeeping(node, context, had_ours=had_ours, owned=bool(owned)))
     if not changes:
         return decision
     patch = NodePatch(
@@ -405,8 +407,13 @@ class _Context:
     now: datetime | None
 
 
-def _bookkeeping(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str | None]:
-    """The --max-hold stamps: set with the hold, removed with it or once stale."""
+def _bookkeeping(
+    node: NodeView, ctx: _Context, *, had_ours: bool, owned: bool
+) -> dict[str, str | None]:
+    """The --max-hold stamps: set with the hold, removed with it or once stale.
+
+    `had_ours`: the node carried a hold of ours before this run; `owned`: it does after.
+    """
     window, hold, mode, now = ctx.window, ctx.hold, ctx.mode, ctx.now
     annotations = node.annotations
     if hold.max_hold is None and HOLD_STARTED not in annotations and FREE_UNTIL not in annotations:
@@ -417,7 +424,6 @@ def _bookkeeping(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str
         changes[HOLD_STARTED] = _iso(window.stretch_start)
     elif not keep_started and HOLD_STARTED in annotations:
         changes[HOLD_STARTED] = None
-    had_ours = _holds_ours(node, hold)
     released_by_cap = (
         had_ours and not owned and window.capped and mode is Mode.RECONCILE and not window.held
     )

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from reconcile.apply import NodeResult, Outcome
-from reconcile.decide import HoldWindow, Mode, NodePatch, Plan
+from reconcile.decide import HoldWindow, Mode, NodeDecision, NodePatch, Plan
 from reconcile.run import RunResult
 from reconcile.settings import Scope, format_duration
 
@@ -132,6 +132,28 @@ def _landed_category(patch: NodePatch) -> str:
     return "disowned" if patch.action == "disown" else "tidied"
 
 
+#: Patches that did not land, by outcome; any other outcome is a failure.
+_NOT_LANDED = {Outcome.GONE: "gone", Outcome.SETTLED: "unchanged"}
+
+
+def _category(
+    decision: NodeDecision, outcome: NodeResult | None, dry_run: bool
+) -> tuple[str, NodePatch | None]:
+    """The one category a node falls in after this run (in a dry run: would), and the
+    patch that landed (would land), whose keys the counts name."""
+    patch = decision.patch
+    if decision.deleting:
+        return "deleting", None
+    if patch is None:
+        state = decision.state
+        return (state if state in ("held by others", "exempt") else "unchanged"), None
+    if dry_run or outcome is None:
+        return _landed_category(patch), patch  # planned: the dry run's "would be"
+    if outcome.outcome is Outcome.PATCHED:
+        return _landed_category(outcome.patch), outcome.patch
+    return _NOT_LANDED.get(outcome.outcome, "failed"), None
+
+
 def tally(result: RunResult) -> Tally:
     outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
     counts: Counter[str] = Counter()
@@ -139,29 +161,13 @@ def tally(result: RunResult) -> Tally:
     added: Counter[str] = Counter()
     removed: Counter[str] = Counter()
     for decision in result.plan.decisions:
-        patch, outcome = decision.patch, outcomes.get(decision.node)
-        if decision.deleting:
-            category = "deleting"
-        elif patch is not None and (result.dry_run or outcome is None):
-            category = _landed_category(patch)  # planned: the dry run's "would be"
-            added.update(patch.added)
-            removed.update(patch.removed)
-        elif patch is not None and outcome is not None and outcome.outcome is Outcome.PATCHED:
-            category = _landed_category(outcome.patch)
-            added.update(outcome.patch.added)
-            removed.update(outcome.patch.removed)
-        elif patch is not None and outcome is not None and outcome.outcome is Outcome.GONE:
-            category = "gone"
-        elif patch is not None and outcome is not None and outcome.outcome is Outcome.SETTLED:
-            category = "unchanged"
-        elif patch is not None:
-            category = "failed"
-            failed[patch.action] += 1
-        else:
-            category = {"held by others": "held by others", "exempt": "exempt"}.get(
-                decision.state, "unchanged"
-            )
+        category, landed = _category(decision, outcomes.get(decision.node), result.dry_run)
         counts[category] += 1
+        if landed is not None:
+            added.update(landed.added)
+            removed.update(landed.removed)
+        elif category == "failed" and decision.patch is not None:
+            failed[decision.patch.action] += 1
     shown = {c: counts[c] for c in _ORDER if counts[c] or c in _ALWAYS}
     return Tally(len(result.plan.decisions), shown, dict(failed), dict(added), dict(removed))
 
@@ -170,10 +176,11 @@ def _counts(result: RunResult) -> str:
     counted = tally(result)
     verb = "would be " if result.dry_run else ""
     planned = ("added", "removed", "switched", "disowned", "tidied")
-    parts = [f"{n} {verb if c in planned else ''}{c}" for c, n in counted.categories.items()]
-    if counted.failed_by_action:
-        what = ", ".join(f"{n} to {a}" for a, n in sorted(counted.failed_by_action.items()))
-        parts[parts.index(f"{counted.categories['failed']} failed")] += f" ({what})"
+    why = ", ".join(f"{n} to {a}" for a, n in sorted(counted.failed_by_action.items()))
+    parts = [
+        f"{n} {verb if c in planned else ''}{c}" + (f" ({why})" if c == "failed" else "")
+        for c, n in counted.categories.items()
+    ]
     text = f"{counted.nodes} nodes: " + ", ".join(parts)
     if len(counted.keys_added) + len(counted.keys_removed) > 1:
         keys = [f"+{k} on {n}" for k, n in counted.keys_added.items()]
@@ -266,18 +273,12 @@ def _headline(plan: Plan) -> dict[str, Any]:
 def render_json(result: RunResult, command: str) -> dict[str, Any]:
     plan = result.plan
     outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
-    patches = []
-    for patch in plan.patches:
-        entry: dict[str, Any] = {"node": patch.node, "action": patch.action, "body": patch.body()}
-        outcome = outcomes.get(patch.node)
-        if outcome is not None:
-            entry["result"] = str(outcome.outcome)
-            if outcome.conflicts:
-                entry["conflicts"] = outcome.conflicts
-                entry["body"] = outcome.patch.body()
-            if outcome.error:
-                entry["error"] = outcome.error
-        patches.append(entry)
+    patches = [
+        landed_json(outcomes[p.node])
+        if p.node in outcomes
+        else {"node": p.node, "action": p.action, "body": p.body()}
+        for p in plan.patches
+    ]
     counted = tally(result)
     return {
         "command": command,
