@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ DEADLINE_SLACK_SECONDS = 10.0
 #: When the CronJob says nothing (a Job template without activeDeadlineSeconds).
 FALLBACK_WAIT_SECONDS = 120.0
 POLL_SECONDS = 1.0
-TRIES = 6  # per request, the first included
+REQUEST_RETRY_SECONDS = 30.0  # one request, its retries included
 CLEAN_LOOKS = 2  # looks a poll apart that must find no running Job
 #: What a 403 tells people to grant.
 GRANT = "the uninstall hook's Role in charts/karpenter-node-holder (cronjobs get, patch; jobs list)"
@@ -81,7 +82,7 @@ def suspend_and_wait(
     """
     pacing = _Pacing(clock, sleep, poll)
     start = clock()
-    call = _caller(kube, sleep)
+    call = _caller(kube)
     cronjob = _suspend(call, ref, dry_run)
     if cronjob is None:
         return Handover(ref, False, False, (), 0.0)
@@ -95,30 +96,24 @@ def suspend_and_wait(
     return Handover(ref, True, was_suspended, first, clock() - start)
 
 
-def _caller(kube: Any, sleep: Callable[[float], None]) -> Callable[..., Any]:
-    """One request as JSON; throttling, 5xx and lost connections are retried for a while."""
+def _caller(kube: Any) -> Callable[..., Any]:
+    """One request as JSON, retried by the runs' own policy (`retry.retrying`: 429 after
+    its Retry-After, 5xx and lost connections, with capped jittered backoff)."""
     # The client is slow to import: only here, not for --help.
-    from reconcile.client import (  # noqa: PLC0415
-        Action,
-        ApiError,
-        ServerError,
-        TooManyRequests,
-        TransportError,
-    )
+    from reconcile.client import Action  # noqa: PLC0415
+    from reconcile.retry import Backoff, Deadline, retrying  # noqa: PLC0415
 
-    def call(*args: Any, **kwargs: Any) -> Any:
-        for attempt in range(TRIES):
-            try:
-                verb, what = kwargs.pop("verb"), kwargs.pop("what")
-                action = Action(verb, what, GRANT)
-                return json.loads(kube.request(*args, action=action, **kwargs).body)
-            except (ApiError, TransportError) as exc:
-                transient = isinstance(exc, TransportError | TooManyRequests | ServerError)
-                if not transient or attempt == TRIES - 1:
-                    raise
-                log.info("retrying %s %s: %s", args[0], args[1], exc)
-                sleep(min(2.0**attempt * 0.2, 5.0))
-        raise AssertionError("unreachable")
+    def call(method: str, path: str, *, verb: str, what: str, **kwargs: Any) -> Any:
+        action = Action(verb, what, GRANT)
+        answer = retrying(
+            lambda timeout: kube.request(method, path, action=action, timeout=timeout, **kwargs),
+            what=f"{verb} {what}",
+            backoff=Backoff(),
+            deadline=Deadline(REQUEST_RETRY_SECONDS),
+            stop=threading.Event(),
+            request_timeout=kube.request_timeout,
+        )
+        return json.loads(answer.body)
 
     return call
 
@@ -126,6 +121,7 @@ def _caller(kube: Any, sleep: Callable[[float], None]) -> Callable[..., Any]:
 def _suspend(call: Callable[..., Any], ref: CronJobRef, dry_run: bool) -> dict[str, Any] | None:
     """The CronJob after `suspend: true` (as it is, for a dry run); None if there is none."""
     from reconcile.client import ApiError, NotFound, TransportError  # noqa: PLC0415
+    from reconcile.retry import DeadlineExceeded  # noqa: PLC0415
 
     try:
         if dry_run:
@@ -141,7 +137,7 @@ def _suspend(call: Callable[..., Any], ref: CronJobRef, dry_run: bool) -> dict[s
     except NotFound:
         log.warning("cronjob %s not found: nothing to suspend or wait for", ref)
         return None
-    except TransportError as exc:
+    except (TransportError, DeadlineExceeded) as exc:
         raise HandoverFailed(f"could not suspend cronjob {ref}: {exc}") from None
     except ApiError as exc:
         raise HandoverFailed(f"could not suspend cronjob {ref}: {exc.explain()}") from None
@@ -149,11 +145,12 @@ def _suspend(call: Callable[..., Any], ref: CronJobRef, dry_run: bool) -> dict[s
 
 def _look(call: Callable[..., Any], ref: CronJobRef, cronjob: dict[str, Any]) -> tuple[str, ...]:
     from reconcile.client import ApiError, TransportError  # noqa: PLC0415
+    from reconcile.retry import DeadlineExceeded  # noqa: PLC0415
 
     uid = (cronjob.get("metadata") or {}).get("uid")
     try:
         return _running_jobs(call, ref, uid)
-    except (ApiError, TransportError) as exc:
+    except (ApiError, TransportError, DeadlineExceeded) as exc:
         explain = exc.explain() if isinstance(exc, ApiError) else str(exc)
         raise HandoverFailed(f"could not list the jobs of cronjob {ref}: {explain}") from None
 

@@ -19,7 +19,7 @@ from reconcile.client import Client
 from reconcile.handover import CronJobRef, HandoverFailed, suspend_and_wait
 from reconcile.settings import ClusterAccess
 from tests.clusters import CliResult, run_cli
-from tests.kubeapi.apiserver import ApiServer
+from tests.kubeapi.apiserver import ApiServer, Fault
 
 KEY = "karpenter.sh/do-not-disrupt"
 MARKER = "node-holder.dev/owned-annotations"
@@ -134,6 +134,29 @@ def test_no_run_in_flight_releases_after_two_looks(api: ApiServer, kubeconfig: s
         JOBS_PATH,
         JOBS_PATH,
     ]
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(method="PATCH", path=CRONJOB_PATH + "$", status=503),
+        Fault(method="GET", path=JOBS_PATH + "$", status=429, retry_after=1),
+        Fault(method="GET", path=JOBS_PATH + "$", drop_connection=True),
+    ],
+    ids=["503 on the suspend", "429 on a look", "reset on a look"],
+)
+def test_transient_faults_during_the_hand_over_are_retried(
+    api: ApiServer, kubeconfig: str, fault: Fault
+):
+    """The run's own retry policy serves the hand-over too (Retry-After honoured)."""
+    add_cronjob(api)
+    held_node(api, "a")
+    api.inject(fault)
+    result = release(kubeconfig, "--suspend-cronjob", f"{NS}/{NAME}")
+    assert result.code == 0, result.stderr
+    assert fault.hits == 1
+    assert api.get_batch("cronjobs", NS, NAME)["spec"]["suspend"] is True
+    assert annotations(api, "a") == {}
 
 
 def test_a_job_of_another_cronjob_is_not_waited_for(api: ApiServer, kubeconfig: str):
