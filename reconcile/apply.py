@@ -317,7 +317,7 @@ def record_events(
             )
             sent.append(transition)
         except (ApiError, TransportError, DeadlineExceeded, Interrupted) as exc:
-            text = exc.explain() if isinstance(exc, ApiError) else str(exc) or type(exc).__name__
+            text = _why(exc)
             log.warning("could not record event %s: %s", transition.reason, text)
             errors.append(f"event {transition.reason} on node/{transition.node}: {text}")
     return tuple(sent), tuple(errors)
