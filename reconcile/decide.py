@@ -424,8 +424,17 @@ def _bookkeeping(
         changes[HOLD_STARTED] = _iso(window.stretch_start)
     elif not keep_started and HOLD_STARTED in annotations:
         changes[HOLD_STARTED] = None
+    # Released by the cap: without it a young trigger node would still hold the window.
+    young = window.youngest_created is not None and (
+        now is None or window.youngest_created + hold.hold_duration > now
+    )
     released_by_cap = (
-        had_ours and not owned and window.capped and mode is Mode.RECONCILE and not window.held
+        had_ours
+        and not owned
+        and window.capped
+        and young
+        and mode is Mode.RECONCILE
+        and not window.held
     )
     free = parse_stamp(annotations.get(FREE_UNTIL, ""))
     # Free for one hold duration from the release itself: a run that comes late (missed
