@@ -4,41 +4,54 @@ Order (the first that applies wins):
 
 1. `--kubeconfig` (NODE_HOLDER_KUBECONFIG), else `$KUBECONFIG`: a list of files separated by
    `os.pathsep`; as with kubectl, entries that do not exist are skipped (all missing is an
-   error naming them) and the rest are merged. `--context` picks a context, else the
-   merged `current-context`;
+   error naming them) and the rest are merged: the first file to define a cluster, user or
+   context name wins, and so does the first `current-context`. `--context` picks a context,
+   else the merged `current-context`;
 2. inside a pod (`KUBERNETES_SERVICE_HOST` set): the pod's service account token;
 3. `~/.kube/config`.
+
+A user's credentials, in the official Python client's order: `auth-provider`, `token` (or
+`tokenFile`), `exec`, `username`/`password`. The HTTP proxy: the cluster's `proxy-url`, else
+`HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` unless `NO_PROXY` names the server.
 
 Every failure is a `ConfigError` (exit 2) naming the setting and a fix, raised before any
 request: a missing context, a credential plugin (`exec`) that is missing, fails, prints
 something other than an ExecCredential or does not finish within the run's `--timeout`,
 certificate data that is not base64, certificate files that do not exist or do not load.
-The plugin runs once per run (a run is shorter than any token it hands out). The result is
-the official client's `Configuration`; `reconcile.client` sends the requests.
+The plugin runs once per run (a run is shorter than any token it hands out).
+
+The kubeconfig is read here rather than by the official client's loader because importing
+`kubernetes` costs about 0.3 s, a third of a steady run at 5,000 nodes (docs/performance.md);
+only the legacy `auth-provider` users (gcp, azure, oidc) are handed to that loader, imported
+then. The result is a `Connection`; `reconcile.client` builds its connection pool from it.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
 import binascii
 import contextlib
+import ipaddress
 import json
 import logging
 import os
 import signal
 import ssl
 import subprocess
+import tempfile
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies
 
 import urllib3
 import yaml
-from kubernetes import client, config
-from kubernetes.config import incluster_config, kube_config
 
-from reconcile.client import redact
+from reconcile.client import Connection, Credentials, anonymous, redact
 from reconcile.settings import ClusterAccess, ConfigError
 
 log = logging.getLogger(__name__)
@@ -48,21 +61,20 @@ IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 FIX_KUBECONFIG = "check --kubeconfig/KUBECONFIG and --context"
 
 
-def load_configuration(access: ClusterAccess, pool_size: int, plugin_timeout: float = 45.0) -> Any:
+def connection_for(access: ClusterAccess, plugin_timeout: float = 45.0) -> Connection:
     """Resolve cluster access (see the module docstring); every failure is a ConfigError.
 
     `plugin_timeout` bounds an exec credential plugin: the run's --timeout.
     """
-    cfg = client.Configuration()
     explicit = access.kubeconfig or os.environ.get("KUBECONFIG")
     default = Path.home() / ".kube" / "config"
     try:
         if explicit:
-            _load_kubeconfig(_existing(explicit), access.context, cfg, plugin_timeout)
+            found = _from_kubeconfig(_existing(explicit), access.context, plugin_timeout)
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            _load_in_cluster(access, cfg)
+            found = _in_cluster(access)
         elif default.exists():
-            _load_kubeconfig([str(default)], access.context, cfg, plugin_timeout)
+            found = _from_kubeconfig([str(default)], access.context, plugin_timeout)
         else:
             raise ConfigError(
                 "no cluster access: not running in a pod (KUBERNETES_SERVICE_HOST is not set) "
@@ -70,22 +82,16 @@ def load_configuration(access: ClusterAccess, pool_size: int, plugin_timeout: fl
             )
     except ConfigError:
         raise  # already one line naming the fix (ConfigError is a ValueError: keep it first)
-    except config.ConfigException as exc:
-        detail = redact(" ".join(str(exc).split()))
-        raise ConfigError(f"cannot load cluster access: {detail}; {FIX_KUBECONFIG}") from None
-    except (ValueError, TypeError, KeyError, OSError, yaml.YAMLError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, OSError, yaml.YAMLError) as exc:
         detail = redact(" ".join(str(exc).split())) or type(exc).__name__
         raise ConfigError(
             f"cannot load cluster access: malformed kubeconfig ({detail}); "
             "check --kubeconfig/KUBECONFIG"
         ) from None
-    _check_server_url(str(cfg.host or ""))
-    _check_tls_files(cfg)
-    if cfg.verify_ssl is False:
-        _warn_once_about_insecure_tls(str(cfg.host))
-    cfg.connection_pool_maxsize = max(pool_size, 1)
-    cfg.retries = False  # our own retry policy is the only one (reconcile.retry)
-    return cfg
+    _check_tls(found)
+    if not found.verify:
+        _warn_once_about_insecure_tls(found.server)
+    return found
 
 
 # --- kubeconfig --------------------------------------------------------------------
@@ -104,92 +110,235 @@ def _existing(paths: str) -> list[str]:
     return found
 
 
-def _load_kubeconfig(paths: list[str], context: str | None, cfg: Any, timeout: float) -> None:
-    merger = kube_config.KubeConfigMerger(os.pathsep.join(paths))
-    merged = merger.config
-    if merged is None or not isinstance(merged.value, Mapping):
+@dataclass(frozen=True)
+class _Entry:
+    """A named cluster, user or context, with the folder its relative paths start from."""
+
+    value: Mapping[str, Any]
+    base: Path
+
+
+@dataclass
+class _Kubeconfig:
+    """Files merged as kubectl merges them: the first definition of each name wins."""
+
+    paths: list[str]
+    current: str = ""
+    named: dict[str, dict[str, _Entry]] = field(
+        default_factory=lambda: {"clusters": {}, "users": {}, "contexts": {}}
+    )
+
+    def add(self, path: str) -> None:
+        doc = yaml.safe_load(Path(path).expanduser().read_text())
+        if not isinstance(doc, dict):
+            what = "is empty" if doc is None else "is not a kubeconfig"
+            raise ConfigError(f"cannot load cluster access: {path} {what}; {FIX_KUBECONFIG}")
+        base = Path(path).expanduser().resolve().parent
+        for kind, singular in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+            for item in doc.get(kind) or ():
+                name = str(item["name"])
+                self.named[kind].setdefault(name, _Entry(item.get(singular) or {}, base))
+        self.current = self.current or str(doc.get("current-context") or "")
+
+    def entry(self, kind: str, name: str) -> _Entry | None:
+        return self.named[kind].get(name)
+
+
+def _read(paths: list[str]) -> _Kubeconfig:
+    merged = _Kubeconfig(paths)
+    for path in paths:
+        merged.add(path)
+    return merged
+
+
+def _from_kubeconfig(paths: list[str], context: str | None, timeout: float) -> Connection:
+    merged = _read(paths)
+    chosen = _context(merged, context)
+    cluster = merged.entry("clusters", str(chosen.value.get("cluster") or ""))
+    if cluster is None:
         raise ConfigError(
-            f"cannot load cluster access: {paths[0]} is not a kubeconfig; "
-            "check --kubeconfig/KUBECONFIG"
+            f"cannot load cluster access: the context names cluster "
+            f'"{chosen.value.get("cluster")}", which the kubeconfig does not define; '
+            f"{FIX_KUBECONFIG}"
         )
-    # kubectl: the first file to set current-context wins (the merger keeps the last one).
-    for path in merger.paths:
-        current = (merger.config_files.get(path) or {}).get("current-context")
-        if current:
-            merged.value["current-context"] = current
-            break
+    user = merged.entry("users", str(chosen.value.get("user") or "")) or _Entry({}, cluster.base)
+    if user.value.get("auth-provider"):
+        proxy_url = cluster.value.get("proxy-url")
+        return _from_auth_provider(paths, _context_name(merged, context), proxy_url)
+    server = _server(cluster.value)
+    tls = _tls_files(cluster, user) if server.startswith("https") else {}
+    credentials, from_plugin = _user_credentials(user, cluster.value, timeout)
+    return Connection(
+        server=server,
+        credentials=credentials,
+        verify=not cluster.value.get("insecure-skip-tls-verify"),
+        tls_server_name=cluster.value.get("tls-server-name") or None,
+        proxy=_proxy(server, cluster.value.get("proxy-url")),
+        **{**tls, **from_plugin},
+    )
+
+
+def _context_name(merged: _Kubeconfig, context: str | None) -> str:
     if context is not None:
-        names = [str(getattr(c, "value", c).get("name")) for c in merged.value["contexts"]]
-        if context not in names:
-            known = ", ".join(sorted(names)) or "none"
+        return context
+    if not merged.current:
+        raise ConfigError(
+            f"the kubeconfig ({', '.join(merged.paths)}) sets no current-context; pass "
+            "--context (NODE_HOLDER_CONTEXT) or run `kubectl config use-context`"
+        )
+    return merged.current
+
+
+def _context(merged: _Kubeconfig, context: str | None) -> _Entry:
+    name = _context_name(merged, context)
+    found = merged.entry("contexts", name)
+    if found is None:
+        known = ", ".join(sorted(merged.named["contexts"])) or "none"
+        where = (
+            "fix --context (NODE_HOLDER_CONTEXT) or unset it to use the kubeconfig's "
+            "current-context"
+            if context is not None
+            else "fix the kubeconfig's current-context or pass --context (NODE_HOLDER_CONTEXT)"
+        )
+        raise ConfigError(f'context "{name}" does not exist (contexts: {known}); {where}')
+    return found
+
+
+def _server(cluster: Mapping[str, Any]) -> str:
+    """The cluster's server URL; one that is not http(s) is bad input, not an outage."""
+    host = str(cluster.get("server") or "")
+    try:
+        url = urllib3.util.parse_url(host)
+    except ValueError:
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        what = f"server {redact(host)!r} is not an http(s) URL" if host else "has no server"
+        raise ConfigError(
+            f"cannot load cluster access: the cluster's {what}; fix it in the kubeconfig "
+            f"({FIX_KUBECONFIG})"
+        )
+    return host.rstrip("/")
+
+
+def _tls_files(cluster: _Entry, user: _Entry) -> dict[str, str | None]:
+    """The CA and client certificate, as files (urllib3 loads a client certificate from files)."""
+    ca = _file_or_data(cluster, "cluster", "certificate-authority")
+    return {
+        "ca_data": ca.decode() if isinstance(ca, bytes) else None,
+        "ca_file": ca if isinstance(ca, str) else None,
+        "cert_file": _as_file(_file_or_data(user, "user", "client-certificate")),
+        "key_file": _as_file(_file_or_data(user, "user", "client-key")),
+    }
+
+
+def _file_or_data(entry: _Entry, where: str, key: str) -> str | bytes | None:
+    """`key-data` decoded (bytes), else the path of `key` (str), else None; named errors."""
+    data, path = entry.value.get(f"{key}-data"), entry.value.get(key)
+    if data:
+        try:
+            return base64.b64decode(str(data), validate=True)
+        except (binascii.Error, ValueError):
             raise ConfigError(
-                f'context "{context}" does not exist (contexts: {known}); fix --context '
-                "(NODE_HOLDER_CONTEXT) or unset it to use the kubeconfig's current-context"
-            )
-    loader = _Loader(config_dict=merged, active_context=context, config_base_path=None)
-    loader.plugin_timeout = timeout
-    loader.check_certificates()
-    loader.load_and_set(cfg)
+                f"kubeconfig {where} entry: {key}-data is not base64; "
+                "fix it in the kubeconfig (--kubeconfig/KUBECONFIG)"
+            ) from None
+    if not path:
+        return None
+    full = entry.base / Path(str(path)).expanduser()
+    if not full.is_file():
+        raise ConfigError(
+            f"kubeconfig {where} entry: {key} file {full} does not exist; "
+            "fix the path or use the -data form"
+        )
+    return str(full)
 
 
-class _Loader(kube_config.KubeConfigLoader):  # type: ignore[misc]
-    """The official loader, with a credential plugin that is bounded and fails loudly.
+def _as_file(found: str | bytes | None) -> str | None:
+    return _private_file(found) if isinstance(found, bytes) else found
 
-    The official one runs the plugin without a time limit and, when it fails, logs the
-    error and sends the requests without credentials (a misleading 401 later).
+
+def _private_file(content: bytes) -> str:
+    """A file only this user can read, removed when the process exits."""
+    fd, name = tempfile.mkstemp(prefix="node-holder-", suffix=".pem")
+    with os.fdopen(fd, "wb") as out:
+        out.write(content)
+    atexit.register(_remove, name)
+    return name
+
+
+def _remove(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+
+
+def _user_credentials(
+    user: _Entry, cluster: Mapping[str, Any], timeout: float
+) -> tuple[Credentials, dict[str, str]]:
+    """The user's auth headers, and the client certificate an exec plugin handed out."""
+    spec = user.value
+    if spec.get("token"):
+        return _bearer(str(spec["token"]).strip()), {}
+    if spec.get("tokenFile"):
+        path = user.base / Path(str(spec["tokenFile"])).expanduser()
+        return _token_file(path, "kubeconfig user entry: tokenFile", "fix the path"), {}
+    if spec.get("exec"):
+        return _from_plugin(spec["exec"], user.base, timeout, cluster)
+    if spec.get("username") and spec.get("password"):
+        basic = urllib3.util.make_headers(basic_auth=f"{spec['username']}:{spec['password']}")
+        return _static(basic), {}
+    return anonymous, {}
+
+
+def _static(headers: Mapping[str, str]) -> Credentials:
+    fixed = dict(headers)
+    return lambda: fixed
+
+
+def _bearer(token: str) -> Credentials:
+    return _static({"authorization": f"Bearer {token}"})
+
+
+def _token_file(path: Path, what: str, fix: str) -> Credentials:
+    """A token read from `path` now and again at every ask: the kubelet rotates it.
+
+    A read that fails later keeps the last token (the API server accepts it until it expires).
     """
+    token = _read_token(path)
+    if not token:
+        raise ConfigError(f"{what} {path} does not exist or is empty; {fix}")
+    last = {"authorization": f"Bearer {token}"}
 
-    plugin_timeout: float = 45.0
+    def current() -> dict[str, str]:
+        nonlocal last
+        fresh = _read_token(path)
+        if fresh:
+            last = {"authorization": f"Bearer {fresh}"}
+        return last
 
-    def _load_from_exec_plugin(self) -> bool | None:
-        if not self._user or "exec" not in self._user:
-            return None
-        base_path = self._get_base_path(self._cluster.path)
-        spec = self._user["exec"].value
-        cluster = self._cluster.value if spec.get("provideClusterInfo") else None
-        status = run_exec_plugin(spec, base_path, self.plugin_timeout, cluster)
-        if status.get("token"):
-            self.token = f"Bearer {status['token']}"
-            return True
-        for key in ("clientCertificateData", "clientKeyData"):
-            if not isinstance(status.get(key), str):
-                raise _plugin_error(self._user["exec"].value, "printed no token nor certificate")
-        self.cert_file = kube_config.FileOrData(
-            status, None, data_key_name="clientCertificateData", base64_file_content=False
-        ).as_file()
-        self.key_file = kube_config.FileOrData(
-            status, None, data_key_name="clientKeyData", base64_file_content=False
-        ).as_file()
-        return True
+    return current
 
-    def check_certificates(self) -> None:
-        """Certificate data that is not base64 and files that do not exist: exit 2, named."""
-        server = str(self._cluster.safe_get("server") or "")
-        if not server.startswith("https"):
-            return  # the client reads no certificate for plain http
-        sections = (("cluster", self._cluster, "certificate-authority"),)
-        if self._user:
-            sections += (
-                ("user", self._user, "client-certificate"),
-                ("user", self._user, "client-key"),
-            )
-        for where, node, key in sections:
-            data, path = node.safe_get(f"{key}-data"), node.safe_get(key)
-            if data:
-                try:
-                    base64.b64decode(str(data), validate=True)
-                except (binascii.Error, ValueError):
-                    raise ConfigError(
-                        f"kubeconfig {where} entry: {key}-data is not base64; "
-                        "fix it in the kubeconfig (--kubeconfig/KUBECONFIG)"
-                    ) from None
-            elif path:
-                full = Path(self._get_base_path(node.path) or ".", str(path))
-                if not full.is_file():
-                    raise ConfigError(
-                        f"kubeconfig {where} entry: {key} file {full} does not exist; "
-                        "fix the path or use the -data form"
-                    )
+
+def _read_token(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except (OSError, ValueError):
+        return ""
+
+
+def _from_plugin(
+    spec: Mapping[str, Any], base: Path, timeout: float, cluster: Mapping[str, Any]
+) -> tuple[Credentials, dict[str, str]]:
+    told = cluster if spec.get("provideClusterInfo") else None
+    status = run_exec_plugin(spec, str(base), timeout, told)
+    if status.get("token"):
+        return _bearer(str(status["token"])), {}
+    for key in ("clientCertificateData", "clientKeyData"):
+        if not isinstance(status.get(key), str):
+            raise _plugin_error(spec, "printed no token nor certificate")
+    return anonymous, {
+        "cert_file": _private_file(status["clientCertificateData"].encode()),
+        "key_file": _private_file(status["clientKeyData"].encode()),
+    }
 
 
 def run_exec_plugin(
@@ -291,58 +440,140 @@ def _plugin_error(spec: Mapping[str, Any], what: str, detail: str = "") -> Confi
     )
 
 
+def _from_auth_provider(paths: list[str], context: str, proxy_url: str | None) -> Connection:
+    """A legacy `auth-provider` user (gcp, azure, oidc): the official client's loader.
+
+    Imported only here: it costs about 0.3 s, and kubectl itself dropped gcp and azure.
+    """
+    from kubernetes import client, config  # noqa: PLC0415
+
+    cfg = client.Configuration()
+    try:
+        config.load_kube_config(
+            config_file=os.pathsep.join(paths), context=context, client_configuration=cfg
+        )
+    except config.ConfigException as exc:
+        detail = redact(" ".join(str(exc).split()))
+        raise ConfigError(f"cannot load cluster access: {detail}; {FIX_KUBECONFIG}") from None
+
+    def credentials() -> dict[str, str]:  # runs the provider's refresh when its token expired
+        return {
+            auth["key"]: auth["value"]
+            for auth in cfg.auth_settings().values()
+            if auth.get("in") == "header" and auth.get("value")
+        }
+
+    server = _server({"server": cfg.host})
+    return Connection(
+        server=server,
+        credentials=credentials,
+        ca_file=cfg.ssl_ca_cert,
+        cert_file=cfg.cert_file,
+        key_file=cfg.key_file,
+        verify=bool(cfg.verify_ssl),
+        tls_server_name=cfg.tls_server_name,
+        proxy=_proxy(server, proxy_url),
+    )
+
+
 # --- in-cluster ----------------------------------------------------------------------
 
 
-def _load_in_cluster(access: ClusterAccess, cfg: Any) -> None:
+def _in_cluster(access: ClusterAccess) -> Connection:
+    """The pod's service account, as client-go's rest.InClusterConfig reads it."""
     if access.context:
         raise ConfigError(
             "--context (NODE_HOLDER_CONTEXT) needs a kubeconfig; inside a pod the "
             "service account is used, so unset it or pass --kubeconfig"
         )
-    if not IN_CLUSTER_TOKEN.is_file():
+    host = os.environ["KUBERNETES_SERVICE_HOST"]
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
+    if not port:
         raise ConfigError(
-            "inside a pod (KUBERNETES_SERVICE_HOST is set) but no service account token at "
-            f"{IN_CLUSTER_TOKEN}: mount it (automountServiceAccountToken: true on the pod "
-            "or its ServiceAccount) or pass --kubeconfig"
+            "inside a pod (KUBERNETES_SERVICE_HOST is set) but KUBERNETES_SERVICE_PORT is not; "
+            "set it, or pass --kubeconfig"
         )
-    # The client re-reads the token file once a minute (docs/operations-notes.md).
-    incluster_config.InClusterConfigLoader(
-        token_filename=str(IN_CLUSTER_TOKEN), cert_filename=str(IN_CLUSTER_CA)
-    ).load_and_set(cfg)
+    credentials = _token_file(
+        IN_CLUSTER_TOKEN,
+        "inside a pod (KUBERNETES_SERVICE_HOST is set) but the service account token",
+        "mount it (automountServiceAccountToken: true on the pod or its ServiceAccount) "
+        "or pass --kubeconfig",
+    )
+    if not IN_CLUSTER_CA.is_file():
+        raise ConfigError(
+            f"inside a pod but no service account CA at {IN_CLUSTER_CA}: mount the service "
+            "account (automountServiceAccountToken: true) or pass --kubeconfig"
+        )
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address
+    server = f"https://{shown}:{port}"
+    return Connection(
+        server=server,
+        credentials=credentials,
+        ca_file=str(IN_CLUSTER_CA),
+        proxy=_proxy(server, None),
+    )
+
+
+# --- proxy ---------------------------------------------------------------------------
+
+
+def _proxy(server: str, configured: str | None) -> str | None:
+    """The kubeconfig's proxy-url, else the environment's proxy unless NO_PROXY names the server.
+
+    As client-go: NO_PROXY entries are host names (a leading dot or not: the domain and its
+    subdomains), host:port, IP addresses or CIDR ranges, or `*`.
+    """
+    if configured:
+        return str(configured)
+    proxies = getproxies()  # HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY (either case)
+    scheme = urlsplit(server).scheme
+    found = proxies.get(scheme) or proxies.get("all")
+    if not found or _bypassed(server, proxies.get("no", "")):
+        return None
+    return found
+
+
+def _bypassed(server: str, no_proxy: str) -> bool:
+    parts = urlsplit(server)
+    host, netloc = (parts.hostname or "").lower(), parts.netloc.lower().rpartition("@")[2]
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for raw in no_proxy.split(","):
+        entry = raw.strip().lower()
+        if entry == "*":
+            return True
+        if not entry:
+            continue
+        if address is not None:
+            with contextlib.suppress(ValueError):
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+        domain = entry.lstrip(".")
+        if domain in (host, netloc) or host.endswith("." + domain):
+            return True
+    return False
 
 
 # --- checks --------------------------------------------------------------------------
 
 
-def _check_server_url(host: str) -> None:
-    """A kubeconfig without a usable server URL is bad input (exit 2), not an outage to retry."""
-    try:
-        url = urllib3.util.parse_url(host)
-    except ValueError:
-        url = None
-    if url is None or url.scheme not in ("http", "https") or not url.host:
-        raise ConfigError(
-            f"cannot load cluster access: the cluster's server {redact(host)!r} is not an "
-            f"http(s) URL; {FIX_KUBECONFIG}"
-        )
-
-
-def _check_tls_files(cfg: Any) -> None:
+def _check_tls(found: Connection) -> None:
     """Certificates that do not load fail here, named, rather than as a TLS error per request."""
-    if not str(cfg.host).startswith("https"):
+    if not found.server.startswith("https"):
         return
     context = ssl.create_default_context()
     try:
-        if cfg.ssl_ca_cert:
-            context.load_verify_locations(cafile=cfg.ssl_ca_cert)
-    except (ssl.SSLError, OSError) as exc:
+        if found.ca_file or found.ca_data:
+            context.load_verify_locations(cafile=found.ca_file, cadata=found.ca_data)
+    except (ssl.SSLError, OSError, ValueError) as exc:
         raise ConfigError(
             f"the cluster's certificate-authority does not load ({exc}); {FIX_KUBECONFIG}"
         ) from None
     try:
-        if cfg.cert_file:
-            context.load_cert_chain(cfg.cert_file, cfg.key_file or None)
+        if found.cert_file:
+            context.load_cert_chain(found.cert_file, found.key_file or None)
     except (ssl.SSLError, OSError) as exc:
         raise ConfigError(
             f"the user's client-certificate/client-key do not load ({exc}); {FIX_KUBECONFIG}"

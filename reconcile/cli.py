@@ -310,21 +310,20 @@ def _simulate_duration(text: str, flag: str, bounds: DurationRange) -> Any:
 
 def _execute(inv: Invocation, suspend: Any = None) -> None:
     mode = inv.command
-    # Imported here: the Kubernetes client is slow to import and --help doesn't need it.
+    # Imported here: --help, settings errors and simulate need none of it.
     from reconcile import report  # noqa: PLC0415
-    from reconcile.access import load_configuration  # noqa: PLC0415
+    from reconcile.access import connection_for  # noqa: PLC0415
     from reconcile.client import Client  # noqa: PLC0415
     from reconcile.decide import Mode  # noqa: PLC0415
     from reconcile.read import ListFailed  # noqa: PLC0415
     from reconcile.retry import Interrupted  # noqa: PLC0415
     from reconcile.run import run_once  # noqa: PLC0415
 
-    configuration = load_configuration(
-        inv.access, pool_size=inv.run.workers + 1, plugin_timeout=inv.run.timeout.total_seconds()
-    )
+    connection = connection_for(inv.access, plugin_timeout=inv.run.timeout.total_seconds())
     kube = Client(
-        configuration,
+        connection,
         request_timeout=min(inv.access.request_timeout, inv.run.timeout.total_seconds()),
+        pool_size=inv.run.workers + 1,
     )
     stop = threading.Event()
     _on_signals(stop)

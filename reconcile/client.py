@@ -1,15 +1,14 @@
 """The HTTP client: a few Node and Event calls, which knows HTTP and Kubernetes, not holds.
 
-Configuration comes from `reconcile.access` (the official client's `Configuration`);
-requests go through that client's urllib3 pool but are built here so that they stay small
-and cheap: metadata-only Accept headers, gzip, responses always drained (keep-alive
-survives), no typed models, and no retries hidden below our own policy (reconcile.retry).
-Credentials are read from the client once a second, not per request (README, "Performance").
+Where and as whom comes from `reconcile.access` as a `Connection`; requests go through a
+urllib3 pool built here and stay small and cheap: metadata-only Accept headers, gzip,
+responses always drained (keep-alive survives), no typed models, and no retries hidden below
+our own policy (reconcile.retry). Credentials are asked for once a second, not per request.
 
 Signatures take and give plain values (a node name, a patch body, metadata dicts), and
 every error status that a caller acts on has its own type, classified once here, so that
-callers write `except Conflict`. The CLI imports this module only inside commands:
-`import kubernetes` alone costs about 0.3 s.
+callers write `except Conflict`. Nothing here imports the official `kubernetes` package:
+importing it alone costs about 0.3 s (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -19,26 +18,25 @@ import json
 import math
 import re
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
 import urllib3
-from kubernetes import client
 
 ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = "node-holder"
-#: Ask the client for credentials at most this often: its refresh hook (expiring tokens, exec
-#: plugins) re-applies the whole kubeconfig and re-reads proxy settings from the environment,
-#: which made up a fifth of a patch's client CPU when it ran on every request.
+#: Ask for credentials at most this often: a token file is read again at each ask (the
+#: kubelet rotates it), and a legacy auth-provider's refresh re-applies the whole kubeconfig.
 AUTH_REFRESH_SECONDS = 1.0
 #: After a stop (SIGTERM), requests in flight may take this long to finish; then they are cut.
 STOP_GRACE = 1.5
@@ -206,6 +204,51 @@ class ListPage:
 
 # --- the client ------------------------------------------------------------------
 
+Credentials = Callable[[], dict[str, str]]
+
+
+def anonymous() -> dict[str, str]:
+    """No auth headers."""
+    return {}
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the API server is and how to reach it: all the client needs (reconcile.access)."""
+
+    server: str  # http(s)://host[:port][/base-path], no trailing slash
+    #: The auth headers; asked for at most once per AUTH_REFRESH_SECONDS (tokens rotate).
+    credentials: Credentials = field(default=anonymous, compare=False)
+    ca_file: str | None = None  # neither this nor ca_data: the system's CAs
+    ca_data: str | None = None  # PEM
+    cert_file: str | None = None
+    key_file: str | None = None
+    verify: bool = True
+    tls_server_name: str | None = None
+    proxy: str | None = None  # resolved by reconcile.access: None when NO_PROXY names the server
+
+
+def connection_pool(connection: Connection, size: int) -> urllib3.PoolManager:
+    """A pool keeping up to `size` connections to the server; no retries below ours."""
+    options: dict[str, Any] = {
+        "maxsize": max(size, 1),
+        "retries": False,
+        "cert_reqs": ssl.CERT_REQUIRED if connection.verify else ssl.CERT_NONE,
+        "ca_certs": connection.ca_file,
+        "ca_cert_data": connection.ca_data,
+        "cert_file": connection.cert_file,
+        "key_file": connection.key_file,
+    }
+    if connection.tls_server_name:
+        options["server_hostname"] = connection.tls_server_name
+    if not connection.proxy:
+        return urllib3.PoolManager(**options)
+    if connection.proxy.lower().startswith("socks"):
+        from urllib3.contrib.socks import SOCKSProxyManager  # noqa: PLC0415 (needs PySocks)
+
+        return SOCKSProxyManager(connection.proxy, **options)
+    return urllib3.ProxyManager(connection.proxy, **options)
+
 
 class Action(NamedTuple):
     """What a request does, in words for error lines (`patch node "x"`), and who grants it."""
@@ -216,17 +259,18 @@ class Action(NamedTuple):
 
 
 class Client:
-    """A few Node and Event calls over the official client's connection pool."""
+    """A few Node and Event calls over one connection pool."""
 
     def __init__(
         self,
-        configuration: Any,
+        connection: Connection,
         request_timeout: float = 10.0,
+        pool_size: int = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._cfg = configuration
-        self._pool = client.ApiClient(configuration).rest_client.pool_manager
-        self._host = configuration.host.rstrip("/")
+        self._credentials_of = connection.credentials
+        self._pool = connection_pool(connection, pool_size)
+        self._host = connection.server.rstrip("/")
         self._shown = redact(self._host)  # what messages name: no credentials
         # Without a proxy, go straight to the host's connection pool (same TLS settings, same
         # connections): no URL parsing and pool lookup under the manager's lock per request.
@@ -249,15 +293,11 @@ class Client:
         self._watchdog.stop = stop
 
     def _credentials(self) -> dict[str, str]:
-        """Auth headers, asked of the client at most once per AUTH_REFRESH_SECONDS."""
+        """Auth headers, asked for at most once per AUTH_REFRESH_SECONDS."""
         with self._lock:  # one refresh at a time: the other workers need its token anyway
             now = self._clock()
             if now >= self._auth_until:
-                self._auth = {
-                    auth["key"]: auth["value"]
-                    for auth in self._cfg.auth_settings().values()
-                    if auth.get("in") == "header" and auth.get("value")
-                }
+                self._auth = dict(self._credentials_of())
                 self._auth_until = now + AUTH_REFRESH_SECONDS
             return self._auth
 
@@ -577,10 +617,7 @@ def _glimpse(body: bytes | str, size: int = 60) -> str:
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Parsing a page makes many small containers; the cyclic GC only slows that down.
-
-    Every collection also walks the Kubernetes client's hundreds of thousands of objects.
-    """
+    """Parsing a page makes many small containers; the cyclic GC only slows that down."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -1,11 +1,14 @@
 """Shared fixtures: an API test server per test, and kubeconfigs for it.
 
-Keep fixture names stable: other test files rely on `api`, `kubeconfig` and `api_http`.
+Keep fixture names stable: other test files rely on `api`, `tls_api`, `kubeconfig` and
+`api_http`.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +31,25 @@ def api() -> Iterator[ApiServer]:
         server.stop()
     # An exception inside the server was answered as a 500; it is a server bug either way.
     assert not server.errors, server.errors[0]
+
+
+@pytest.fixture
+def tls_api(tmp_path: Path) -> Iterator[ApiServer]:
+    """The API test server over HTTPS with a self-signed certificate (tmp_path/tls.crt)."""
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    request = ("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=a")
+    names = ("-addext", "subjectAltName=IP:127.0.0.1")
+    subprocess.run(
+        ["openssl", *request, *names, "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = ApiServer()
+    server.tls = context
+    with server:
+        yield server
 
 
 @pytest.fixture

@@ -9,11 +9,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -313,25 +312,6 @@ def unused_port() -> int:
 
 
 # --- insecure-skip-tls-verify -----------------------------------------------------------
-
-
-@pytest.fixture
-def tls_api(tmp_path: Path) -> Iterator[ApiServer]:
-    """The API test server over HTTPS with a self-signed certificate."""
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    request = ("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=a")
-    names = ("-addext", "subjectAltName=IP:127.0.0.1")
-    subprocess.run(
-        ["openssl", *request, *names, "-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-    )
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server = ApiServer()
-    server.tls = context
-    with server:
-        yield server
 
 
 def test_inside_a_pod_the_mounted_service_account_is_used(

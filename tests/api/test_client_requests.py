@@ -7,13 +7,14 @@ the shortcut to the connection pool leaves a configured proxy in charge.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
+import yaml
 
-from reconcile.access import load_configuration
+from reconcile.access import connection_for
 from reconcile.client import (
     AUTH_REFRESH_SECONDS,
     Client,
@@ -35,7 +36,7 @@ def read(kube: Client, name: str = "n") -> None:
 
 
 def client_for(kubeconfig: Path) -> Client:
-    return Client(load_configuration(ClusterAccess(kubeconfig=str(kubeconfig)), pool_size=2))
+    return Client(connection_for(ClusterAccess(kubeconfig=str(kubeconfig))), pool_size=2)
 
 
 def page(kube: Client, token: str | None = None) -> ListPage:
@@ -110,39 +111,42 @@ def test_a_stale_resource_version_is_a_conflict(api: ApiServer, kubeconfig: Path
 
 
 def test_credentials_are_asked_for_once_a_second_and_a_rotated_token_is_used(
-    api: ApiServer, kubeconfig: Path
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
 ) -> None:
     api.add_node("n", created=api.now() - timedelta(hours=1), eks=False)
-    cfg = load_configuration(ClusterAccess(kubeconfig=str(kubeconfig)), pool_size=2)
-    current = {"token": api.token("admin")}
-    refreshes: list[str] = []
+    token_file = tmp_path / "token"  # like a kubelet-rotated service account token
+    token_file.write_text(api.token("admin"))
+    doc = yaml.safe_load(kubeconfig.read_text())
+    doc["users"][0]["user"] = {"tokenFile": str(token_file)}
+    kubeconfig.write_text(yaml.safe_dump(doc))
+    connection = connection_for(ClusterAccess(kubeconfig=str(kubeconfig)))
+    asked: list[dict[str, str]] = []
 
-    def refresh(c: Any) -> None:  # like an exec plugin or a kubelet-rotated token file
-        refreshes.append(current["token"])
-        c.api_key["BearerToken"] = f"Bearer {current['token']}"
+    def credentials() -> dict[str, str]:
+        asked.append(connection.credentials())
+        return asked[-1]
 
-    cfg.refresh_api_key_hook = refresh
     now = [100.0]
-    kube = Client(cfg, clock=lambda: now[0])
+    counted = dataclasses.replace(connection, credentials=credentials)
+    kube = Client(counted, clock=lambda: now[0])
     for _ in range(5):
         read(kube)
-    current["token"] = api.token("readonly")  # the credential rotates
+    token_file.write_text(api.token("readonly") + "\n")  # the credential rotates
     read(kube)  # within the same second: the cached token still goes out
     now[0] += AUTH_REFRESH_SECONDS
     read(kube)
-    assert len(refreshes) == 2
+    assert len(asked) == 2
     assert [r.identity for r in api.requests] == ["admin"] * 6 + ["readonly"]
     assert kube.requests == 7
 
 
 def test_requests_go_through_a_configured_http_proxy(api: ApiServer, kubeconfig: Path) -> None:
     api.add_node("n", created=api.now() - timedelta(hours=1), eks=False)
-    cfg = load_configuration(ClusterAccess(kubeconfig=str(kubeconfig)), pool_size=2)
+    connection = connection_for(ClusterAccess(kubeconfig=str(kubeconfig)))
     # A server name only the proxy can reach; the test server takes absolute-form request
     # targets (`GET http://host/path`), so it can be the proxy in front of itself.
-    cfg.host = cfg.host.replace(api.url, "http://kube-apiserver.invalid")
-    cfg.proxy, cfg.no_proxy = api.url, ""
-    kube = Client(cfg)
+    server = connection.server.replace(api.url, "http://kube-apiserver.invalid")
+    kube = Client(dataclasses.replace(connection, server=server, proxy=api.url))
     read(kube)
     listed = kube.list_nodes(limit=10)
     assert [m["name"] for m in listed.items] == ["n"]

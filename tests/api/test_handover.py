@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reconcile.access import load_configuration
+from reconcile.access import connection_for
 from reconcile.client import Client
 from reconcile.handover import CronJobRef, HandoverFailed, suspend_and_wait
 from reconcile.settings import ClusterAccess
@@ -177,7 +177,7 @@ def test_a_run_that_outlives_its_deadline_fails_and_releases_nothing(
     add_job(api, cronjob, "stuck", done=False)
     held_node(api, "a")
     now = [0.0]
-    kube = Client(load_configuration(ClusterAccess(kubeconfig=kubeconfig), pool_size=2))
+    kube = Client(connection_for(ClusterAccess(kubeconfig=kubeconfig)), pool_size=2)
     with pytest.raises(HandoverFailed, match=r"stuck still running after 45s"):
         suspend_and_wait(
             kube,

@@ -611,6 +611,10 @@ class ApiServer:
         """The bearer token of `admin` or `readonly` ("" for `noauth`)."""
         return self._tokens.token(identity)
 
+    def accept_token(self, token: str, identity: str = "admin") -> None:
+        """Also take `token` (a JWT from an identity provider, say) as `identity`."""
+        self._tokens.accept(token, identity)
+
     def write_kubeconfig(
         self, path: str | Path, identity: str = "admin", context: str = "test"
     ) -> Path:

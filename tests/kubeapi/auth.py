@@ -59,6 +59,10 @@ class Tokens:
             return ""
         return self._by_identity[identity]
 
+    def accept(self, token: str, identity: str) -> None:
+        """Also take `token` as `identity` (as an OIDC or webhook authenticator would)."""
+        self._by_token[token] = IDENTITIES[identity]
+
     def authenticate(self, header: str | None) -> Identity | None:
         """The identity behind an `Authorization: Bearer ...` header, if any."""
         if not header or not header.lower().startswith("bearer "):

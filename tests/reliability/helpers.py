@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from reconcile.access import load_configuration
+from reconcile.access import connection_for
 from reconcile.client import Client
 from reconcile.settings import ClusterAccess
 from tests.kubeapi.apiserver import ApiServer, RequestInfo
@@ -42,8 +42,8 @@ def young(api: ApiServer, name: str, annotations: dict[str, str] | None = None) 
 
 def kube_for(kubeconfig: str | Path, request_timeout: float = 5.0, pool_size: int = 4) -> Client:
     """A client like the CLI builds, for tests that call `run_once` directly."""
-    cfg = load_configuration(ClusterAccess(kubeconfig=str(kubeconfig)), pool_size=pool_size)
-    return Client(cfg, request_timeout=request_timeout)
+    connection = connection_for(ClusterAccess(kubeconfig=str(kubeconfig)))
+    return Client(connection, request_timeout=request_timeout, pool_size=pool_size)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
