@@ -32,6 +32,7 @@ import atexit
 import base64
 import binascii
 import contextlib
+import importlib.util
 import ipaddress
 import json
 import logging
@@ -89,6 +90,7 @@ def connection_for(access: ClusterAccess, plugin_timeout: float = 45.0) -> Conne
             "check --kubeconfig/KUBECONFIG"
         ) from None
     _check_tls(found)
+    _check_proxy(found.proxy)
     if not found.verify:
         _warn_once_about_insecure_tls(found.server)
     return found
@@ -530,7 +532,7 @@ def _proxy(server: str, configured: str | None) -> str | None:
     found = proxies.get(scheme) or proxies.get("all")
     if not found or _bypassed(server, proxies.get("no", "")):
         return None
-    return found
+    return found if "://" in found else f"http://{found}"  # as Go: no scheme means http
 
 
 def _bypassed(server: str, no_proxy: str) -> bool:
@@ -557,6 +559,24 @@ def _bypassed(server: str, no_proxy: str) -> bool:
 
 
 # --- checks --------------------------------------------------------------------------
+
+
+def _check_proxy(proxy: str | None) -> None:
+    """A proxy URL the client could not use is bad input, named here (not a traceback later)."""
+    if not proxy:
+        return
+    scheme = urlsplit(proxy).scheme.lower()
+    if scheme.startswith("socks"):
+        if importlib.util.find_spec("socks") is None:
+            raise ConfigError(
+                f"the proxy {redact(proxy)!r} is a SOCKS proxy, which needs PySocks: "
+                "pip install pysocks, or use an http(s) proxy"
+            )
+    elif scheme not in ("http", "https"):
+        raise ConfigError(
+            f"the proxy {redact(proxy)!r} is not an http(s) or socks URL; fix proxy-url in "
+            "the kubeconfig or HTTPS_PROXY/HTTP_PROXY"
+        )
 
 
 def _check_tls(found: Connection) -> None:

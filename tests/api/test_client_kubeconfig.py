@@ -11,6 +11,7 @@ test server: relative CA files, the environment's proxy and NO_PROXY, and a lega
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
 import subprocess
@@ -28,7 +29,7 @@ from reconcile.client import Connection
 from reconcile.settings import ClusterAccess
 from tests.clusters import run_cli
 from tests.kubeapi.apiserver import ApiServer
-from tests.reliability.helpers import OURS, old, young
+from tests.reliability.helpers import OURS, assert_one_clear_line, old, young
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
 
@@ -237,6 +238,16 @@ def rewritten(api: ApiServer, path: Path, change: Callable[[dict[str, Any]], Non
     return path
 
 
+def unreachable_name(api: ApiServer) -> Callable[[dict[str, Any]], None]:
+    """Point the kubeconfig at a name only a proxy (the test server itself) can reach."""
+
+    def change(doc: dict[str, Any]) -> None:
+        cluster = doc["clusters"][0]["cluster"]
+        cluster["server"] = cluster["server"].replace(api.url, "http://kube-apiserver.invalid")
+
+    return change
+
+
 def test_a_relative_certificate_authority_verifies_the_server(
     tls_api: ApiServer, tmp_path: Path
 ) -> None:
@@ -259,12 +270,7 @@ def test_the_environment_s_proxy_is_used_unless_no_proxy_names_the_server(
     nodes: ApiServer, tmp_path: Path
 ) -> None:
     api = nodes
-
-    def unreachable_name(doc: dict[str, Any]) -> None:
-        cluster = doc["clusters"][0]["cluster"]
-        cluster["server"] = cluster["server"].replace(api.url, "http://kube-apiserver.invalid")
-
-    path = rewritten(api, tmp_path / "kubeconfig", unreachable_name)
+    path = rewritten(api, tmp_path / "kubeconfig", unreachable_name(api))
     proxied = {"HTTP_PROXY": api.url}  # the test server also answers as the proxy in front
     bypassed = {**proxied, "NO_PROXY": "localhost,.invalid"}  # a domain with a leading dot
 
@@ -274,6 +280,29 @@ def test_the_environment_s_proxy_is_used_unless_no_proxy_names_the_server(
     through = run_cli("reconcile", "--kubeconfig", str(path), env=proxied)
     assert through.code == 0, through.stderr
     assert api.annotations("n1") == OURS
+
+
+def test_a_proxy_without_a_scheme_is_http_as_in_go(nodes: ApiServer, tmp_path: Path) -> None:
+    path = rewritten(nodes, tmp_path / "kubeconfig", unreachable_name(nodes))
+    bare = nodes.url.removeprefix("http://")  # 127.0.0.1:PORT
+    result = run_cli("reconcile", "--kubeconfig", str(path), env={"http_proxy": bare})
+    assert result.code == 0, result.stderr
+    assert nodes.annotations("n1") == OURS
+
+
+def test_a_socks_proxy_without_pysocks_is_a_configuration_error(
+    nodes: ApiServer, tmp_path: Path
+) -> None:
+    if importlib.util.find_spec("socks") is not None:
+        pytest.skip("PySocks is installed here")
+    path = nodes.write_kubeconfig(tmp_path / "kubeconfig")
+    result = run_cli(
+        "reconcile", "--kubeconfig", str(path), env={"HTTP_PROXY": "socks5://127.0.0.1:1080"}
+    )
+    assert result.code == 2
+    line = assert_one_clear_line(result.stderr)
+    assert "PySocks" in line and "socks5://127.0.0.1:1080" in line
+    assert nodes.requests == []
 
 
 def test_no_proxy_takes_address_ranges(nodes: ApiServer, tmp_path: Path) -> None:
