@@ -301,6 +301,12 @@ def _window(
             start = min(starts)
             if until > start + hold.max_hold:
                 until, capped = start + hold.max_hold, True
+        young = now < triggers[-1].created + hold.hold_duration
+        if free_until is None and starts and capped and until <= now and young:
+            # The cap ends our hold in this run (a young node would still hold the window):
+            # free for one hold duration from the release itself, which a late run (missed
+            # runs, a crash) must not shorten. Every node of the window gets the stamp.
+            free_until = max(until, now) + hold.hold_duration
     youngest = triggers[-1]
     return HoldWindow(
         name=name,
@@ -381,9 +387,8 @@ def decide_node(
             owned.discard(key)  # claimed but gone: forget the claim
     if owned != listed or (not owned and OWNERSHIP_MARKER in node.annotations):
         changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
-    had_ours = any(state is KeyState.OURS for _, state in states)
     context = _Context(window, hold, mode, now)
-    changes.update(_bookkeeping(node, context, had_ours=had_ours, owned=bool(owned)))
+    changes.update(_bookkeeping(node, context, owned=bool(owned)))
     if not changes:
         return decision
     patch = NodePatch(
@@ -407,14 +412,12 @@ class _Context:
     now: datetime | None
 
 
-def _bookkeeping(
-    node: NodeView, ctx: _Context, *, had_ours: bool, owned: bool
-) -> dict[str, str | None]:
+def _bookkeeping(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str | None]:
     """The --max-hold stamps: set with the hold, removed with it or once stale.
 
-    `had_ours`: the node carried a hold of ours before this run; `owned`: it does after.
+    `owned`: the node carries a hold of ours after this run.
     """
-    window, hold, mode, now = ctx.window, ctx.hold, ctx.mode, ctx.now
+    window, hold, mode = ctx.window, ctx.hold, ctx.mode
     annotations = node.annotations
     if hold.max_hold is None and HOLD_STARTED not in annotations and FREE_UNTIL not in annotations:
         return {}  # the common case, for every node of every run: nothing to stamp
@@ -424,30 +427,31 @@ def _bookkeeping(
         changes[HOLD_STARTED] = _iso(window.stretch_start)
     elif not keep_started and HOLD_STARTED in annotations:
         changes[HOLD_STARTED] = None
-    # Released by the cap: without it a young trigger node would still hold the window.
-    young = window.youngest_created is not None and (
-        now is None or window.youngest_created + hold.hold_duration > now
-    )
-    released_by_cap = (
-        had_ours
-        and not owned
-        and window.capped
-        and young
-        and mode is Mode.RECONCILE
-        and not window.held
-    )
+    changes.update(_free_stamp(node, ctx, owned=owned))
+    return changes
+
+
+def _free_stamp(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str | None]:
+    """FREE_UNTIL on every node of a window in its free period, not only on the nodes the
+    cap released: consolidation may remove all of those before the period ends. Removed
+    once the period is over."""
+    window, hold, mode, now = ctx.window, ctx.hold, ctx.mode, ctx.now
+    annotations = node.annotations
     free = parse_stamp(annotations.get(FREE_UNTIL, ""))
-    # Free for one hold duration from the release itself: a run that comes late (missed
-    # runs, a crash) must not shorten the free period.
-    released_at = max(window.hold_until, now) if window.hold_until and now else window.hold_until
-    free_from_cap = released_at + hold.hold_duration if released_at else None
-    if released_by_cap and free_from_cap and (now is None or free_from_cap > now):
-        changes[FREE_UNTIL] = _iso(free_from_cap)
-    elif FREE_UNTIL in annotations and (
+    if (
+        window.free_until is not None
+        and (free is None or free < window.free_until)
+        and not owned
+        and mode is Mode.RECONCILE
+        and hold.max_hold is not None
+        and hold.node_selector.matches(node.labels)
+    ):
+        return {FREE_UNTIL: _iso(window.free_until)}
+    if FREE_UNTIL in annotations and (
         mode is Mode.RELEASE or free is None or owned or (now is not None and free <= now)
     ):
-        changes[FREE_UNTIL] = None  # the free period is over (or was never ours to keep)
-    return changes
+        return {FREE_UNTIL: None}  # the free period is over (or was never ours to keep)
+    return {}
 
 
 # --- the whole plan ----------------------------------------------------------

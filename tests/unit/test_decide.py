@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 
 from reconcile.decide import KeyState, Mode, decide
+from reconcile.nodes import NodeView
 from reconcile.selectors import parse_selector
-from reconcile.settings import OWNERSHIP_MARKER, HoldSettings, Scope
+from reconcile.settings import FREE_UNTIL, OWNERSHIP_MARKER, HoldSettings, Scope
 from tests.support import T0, apply_plan, merge, minutes, node
 
 KEY = "karpenter.sh/do-not-disrupt"
@@ -195,6 +196,36 @@ def test_max_hold_caps_a_stretch_and_then_stays_free_for_one_hold_duration() -> 
     # Nodes created in the gap (60..80) start no hold; one created after it does.
     later = [*nodes, node("after-gap", now=start + minutes(81), age=timedelta(0))]
     assert decide(later, start + minutes(82), hold).held
+
+
+def test_the_free_period_outlives_the_nodes_the_cap_released() -> None:
+    """Consolidation may remove every released node during the free period (that is what
+    it is for); the nodes that came in meanwhile carry the stamp, so no hold starts early."""
+    hold = HoldSettings(hold_duration=minutes(20), max_hold=minutes(60))
+    start = T0 - minutes(70)
+    nodes: list[NodeView] = []
+    for minute in range(71):  # a run every minute, a node every 10 minutes
+        now = start + minutes(minute)
+        if minute % 10 == 0:
+            nodes.append(node(f"n{minute}", now=now, age=timedelta(0)))
+        nodes = apply_plan(nodes, decide(nodes, now, hold).patches)
+    free_until = {n.annotations.get(FREE_UNTIL) for n in nodes}
+    assert len(free_until) == 1 and None not in free_until  # released by the cap at 60
+    free = T0 + minutes(10)  # one hold duration after the release at start + 60
+
+    newcomer = node("newcomer", now=T0 + minutes(1), age=timedelta(0))
+    plan = decide([*nodes, newcomer], T0 + minutes(1), hold)
+    (stamp,) = plan.patches
+    assert stamp.node == "newcomer" and stamp.action == "tidy"  # no hold, only the stamp
+    assert dict(stamp.changes) == {FREE_UNTIL: free.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    assert not plan.held
+
+    survivors = apply_plan([newcomer], plan.patches)  # every released node consolidated away
+    later = T0 + minutes(5)
+    assert not decide(survivors, later, hold).held  # still free: the newcomer says so
+    after = decide(survivors, free, hold)
+    assert after.held  # the free period is over: the young newcomer holds again
+    assert merge(survivors[0].annotations, after.patches[0]).get(FREE_UNTIL) is None
 
 
 def test_empty_cluster_is_released_with_no_patches() -> None:
