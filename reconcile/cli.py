@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -319,11 +320,13 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
     from reconcile.retry import Interrupted  # noqa: PLC0415
     from reconcile.run import run_once  # noqa: PLC0415
 
+    started = time.monotonic()
     connection = connection_for(inv.access, plugin_timeout=inv.run.timeout.total_seconds())
+    run = inv.run.after(time.monotonic() - started)
     kube = Client(
         connection,
-        request_timeout=min(inv.access.request_timeout, inv.run.timeout.total_seconds()),
-        pool_size=inv.run.workers + 1,
+        request_timeout=max(min(inv.access.request_timeout, run.timeout.total_seconds()), 0.1),
+        pool_size=run.workers + 1,
     )
     stop = threading.Event()
     _on_signals(stop)
@@ -346,7 +349,7 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
         result = run_once(
             kube,
             inv.hold,
-            inv.run,
+            run,
             mode=Mode.RELEASE if mode == "release" else Mode.RECONCILE,
             stop=stop,
             on_result=landed,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import StrEnum
 
@@ -82,6 +82,12 @@ class RunSettings:
     page_size: int = 500
     events: bool = True
     output: Output = Output.TEXT
+
+    def after(self, spent: float) -> RunSettings:
+        """The rest of the run once `spent` seconds of its --timeout are gone (a credential
+        plugin): a run ends within --timeout counted from its start, not from its list."""
+        left = max(self.timeout - timedelta(seconds=spent), timedelta(0))
+        return replace(self, timeout=left)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import yaml
 
 from reconcile import access
 from tests.clusters import CliResult, run_cli
-from tests.kubeapi.apiserver import ApiServer
+from tests.kubeapi.apiserver import ApiServer, Fault
 from tests.reliability.helpers import OURS, REPO, assert_one_clear_line, old, young
 
 V1 = "client.authentication.k8s.io/v1"
@@ -139,6 +139,25 @@ def test_a_plugin_that_hangs_is_bounded_by_the_run_timeout(api: ApiServer, tmp_p
     assert "did not finish within --timeout (2s)" in line
     assert elapsed < 2 + 3  # a bound, not a speed figure
     assert api.requests == []
+
+
+def test_the_plugin_s_time_counts_against_the_run_timeout(api: ApiServer, tmp_path: Path) -> None:
+    """A run ends within --timeout of its start, the credential plugin included."""
+    old(api, "n1")
+    started_at = tmp_path / "plugin-started"
+    script = plugin(
+        tmp_path, f"date +%s.%N > {started_at}\nsleep 3\necho '{credential(api.token('admin'))}'\n"
+    )
+    kubeconfig = edited(api, tmp_path, with_exec(script))
+    hung = Fault(method="GET", path="^/api/v1/nodes$", delay=30, times=None)  # a hung list
+    api.inject(hung)
+
+    result = reconcile(kubeconfig, "--timeout", "4s")
+    elapsed = time.time() - float(started_at.read_text())  # from the plugin's start
+
+    assert result.code == 1, result.stderr
+    assert hung.hits >= 1, "the list was sent"
+    assert elapsed < 4 + 1.5  # a bound: 3 s of plugin and then a whole --timeout was 7 s
 
 
 # --- certificates ------------------------------------------------------------------------
