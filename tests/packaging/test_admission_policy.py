@@ -449,6 +449,15 @@ def test_our_service_account_is_matched():
     assert admit(eks_node(), _spec(unschedulable=True)).matched
 
 
+def test_the_uninstall_hook_is_held_to_the_same_rules():
+    """The chart's pre-delete hook removes holds with a service account of its own."""
+    hook = "system:serviceaccount:node-holder:node-holder-uninstall"
+    node = eks_node()
+    assert admit(node, _spec(unschedulable=True), username=hook).denied
+    removes_ours = tool_patch(held(node, DISRUPT), (DISRUPT,), False)
+    assert admit(held(node, DISRUPT), removes_ours, username=hook).allowed
+
+
 # --------------------------------------------------------------------------- the tool's own patches
 
 
@@ -474,6 +483,8 @@ def tool_patch(
         stretch_start=start,
         hold_until=start + timedelta(hours=1),
         capped=capped,
+        # Released by the cap: free for one hold duration (20m) from the release.
+        free_until=start + timedelta(hours=1, minutes=20) if capped else None,
     )
     settings = HoldSettings(annotations=keys, max_hold=timedelta(hours=1))
     decision = decide_node(_view(node), window, settings, Mode.RECONCILE)
@@ -511,6 +522,12 @@ TOOL_SCENARIOS = {
         False,
         True,
     ),
+    "a node that arrives in the free period (writes free-until)": (
+        eks_node(),
+        (DISRUPT,),
+        False,
+        True,
+    ),
 }
 
 
@@ -519,6 +536,8 @@ def test_the_tools_own_patches_are_admitted(name):
     node, keys, hold, *capped = TOOL_SCENARIOS[name]
     new = tool_patch(node, keys, hold, *capped)
     assert new != node
+    if "writes free-until" in name:
+        assert "node-holder.dev/free-until" in new["metadata"]["annotations"]
     assert admit(node, new, params=configmap(",".join(keys))).allowed
 
 
@@ -552,8 +571,9 @@ def policy_disagreements(objs: list[dict[str, Any]]) -> list[str]:
     pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     user = f"system:serviceaccount:{cronjob['metadata']['namespace']}:{pod['serviceAccountName']}"
     [condition] = policy["spec"]["matchConditions"]
-    if condition["expression"] != f"request.userInfo.username == '{user}'":
-        bad.append(f"matchCondition {condition['expression']!r} doesn't name {user}")
+    hook = f"{user}-uninstall"  # the Helm chart's uninstall hook (charts/.../hooks/uninstall.yaml)
+    if condition["expression"] != f"request.userInfo.username in ['{user}', '{hook}']":
+        bad.append(f"matchCondition {condition['expression']!r} doesn't name {user} and {hook}")
     return bad
 
 
