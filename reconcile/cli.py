@@ -277,7 +277,7 @@ def _simulate(paths: tuple[str, ...], opts: dict[str, Any]) -> None:
     from reconcile.simulate.replay import simulate as run_simulation  # noqa: PLC0415
 
     if opts["jobs"] is not None:
-        click.echo(f"{PROG}: note: --jobs is ignored: simulate runs in one process", err=True)
+        log.warning("--jobs is ignored: simulate runs in one process")  # JSON with JSON logs
     interval = _simulate_duration(opts["interval"], "--interval", INTERVAL_RANGE)
     last = _simulate_duration(opts["last"], "--last", HISTORY_RANGE) if opts["last"] else None
     if opts["plot"]:

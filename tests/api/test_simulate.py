@@ -301,8 +301,12 @@ def test_jobs_is_accepted_and_ignored_with_a_note(tmp_path: Path) -> None:
     with_jobs, note = run("--jobs", "2")
     without, quiet = run()
     assert with_jobs == without
-    assert note == "node-holder: note: --jobs is ignored: simulate runs in one process\n"
+    (line,) = note.splitlines()
+    assert line.endswith(" WARNING --jobs is ignored: simulate runs in one process"), line
     assert quiet == ""
+    _, as_json = run("--jobs", "2", "--log-format", "json")
+    (record,) = [json.loads(line) for line in as_json.splitlines()]
+    assert record["level"] == "warning" and "--jobs is ignored" in record["message"]
 
 
 def test_simulate_imports_no_http_client_and_no_test_server(tmp_path: Path) -> None:
