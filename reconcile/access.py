@@ -455,8 +455,11 @@ def _from_auth_provider(paths: list[str], context: str, proxy_url: str | None) -
             config_file=os.pathsep.join(paths), context=context, client_configuration=cfg
         )
     except config.ConfigException as exc:
-        detail = redact(" ".join(str(exc).split()))
-        raise ConfigError(f"cannot load cluster access: {detail}; {FIX_KUBECONFIG}") from None
+        # Its messages go on with " in <the user entry>", tokens included: never printed.
+        detail = redact(" ".join(str(exc).split(" in ", 1)[0].split()))
+        raise ConfigError(
+            f"cannot load cluster access: auth-provider user: {detail}; {FIX_KUBECONFIG}"
+        ) from None
 
     def credentials() -> dict[str, str]:  # runs the provider's refresh when its token expired
         return {

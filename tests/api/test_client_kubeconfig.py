@@ -24,6 +24,7 @@ import yaml
 from kubernetes import client as official_client
 from kubernetes import config as official_config
 
+from reconcile import access
 from reconcile.access import connection_for
 from reconcile.client import Connection
 from reconcile.settings import ClusterAccess
@@ -347,3 +348,79 @@ def test_an_oidc_auth_provider_user_is_handed_to_the_official_loader(
     assert result.code == 0, result.stderr
     assert api.annotations("n1") == OURS
     assert {r.identity for r in api.requests} == {"admin"}  # the id-token, as a bearer header
+
+
+# --- what the reader refuses: exit 2, one line, nothing sent ---------------------------
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """Set `value` at a dotted path of the kubeconfig (`users.0.user`, say)."""
+
+    def change(doc: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        target: Any = doc
+        for part in parents:
+            target = target[int(part)] if part.isdigit() else target[part]
+        target[int(last) if last.isdigit() else last] = value
+
+    return change
+
+
+REFUSED: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "a token file that does not exist": (
+        _set("users.0.user", {"tokenFile": "nowhere/token"}),
+        "tokenFile",
+    ),
+    "a current-context that names no context": (
+        _set("current-context", "gone"),
+        'context "gone" does not exist',
+    ),
+    "a context that names no cluster": (
+        _set("contexts.0.context.cluster", "gone"),
+        'cluster "gone"',
+    ),
+    "an auth-provider the official loader refuses": (
+        _set(
+            "users.0.user",
+            {"auth-provider": {"name": "oidc", "config": {"refresh-token": "s3cr3t-refresh"}}},
+        ),
+        "auth-provider user: Invalid kube-config file. Expected key id-token;",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_what_the_reader_refuses_is_one_line_and_nothing_sent(
+    api: ApiServer, tmp_path: Path, case: str
+) -> None:
+    change, expected = REFUSED[case]
+    path = rewritten(api, tmp_path / "kubeconfig", change)
+    result = run_cli("reconcile", "--kubeconfig", str(path))
+    assert result.code == 2, result.stderr
+    line = assert_one_clear_line(result.stderr)
+    assert expected in line, line
+    assert "s3cr3t" not in line  # the official loader's messages quote the whole user entry
+    assert api.requests == []
+
+
+@pytest.mark.parametrize("missing", ["KUBERNETES_SERVICE_PORT", "ca.crt"])
+def test_in_a_pod_a_missing_port_or_ca_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str
+) -> None:
+    mounted = tmp_path / "serviceaccount"
+    mounted.mkdir()
+    (mounted / "token").write_text("t0k")
+    if missing != "ca.crt":
+        (mounted / "ca.crt").write_text("not read: the error comes first")
+    monkeypatch.setattr(access, "IN_CLUSTER_TOKEN", mounted / "token")
+    monkeypatch.setattr(access, "IN_CLUSTER_CA", mounted / "ca.crt")
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    if missing == "KUBERNETES_SERVICE_PORT":
+        monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    else:
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    result = run_cli("reconcile")
+    assert result.code == 2, result.stderr
+    assert missing in assert_one_clear_line(result.stderr)
