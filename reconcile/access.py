@@ -532,7 +532,7 @@ def _proxy(server: str, configured: str | None) -> str | None:
         return str(configured)
     proxies = getproxies()  # HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY (either case)
     scheme = urlsplit(server).scheme
-    found = proxies.get(scheme) or proxies.get("all")
+    found = (proxies.get(scheme) or proxies.get("all") or "").strip()
     if not found or _bypassed(server, proxies.get("no", "")):
         return None
     return found if "://" in found else f"http://{found}"  # as Go: no scheme means http
@@ -568,17 +568,22 @@ def _check_proxy(proxy: str | None) -> None:
     """A proxy URL the client could not use is bad input, named here (not a traceback later)."""
     if not proxy:
         return
-    scheme = urlsplit(proxy).scheme.lower()
-    if scheme.startswith("socks"):
-        if importlib.util.find_spec("socks") is None:
-            raise ConfigError(
-                f"the proxy {redact(proxy)!r} is a SOCKS proxy, which needs PySocks: "
-                "pip install pysocks, or use an http(s) proxy"
-            )
-    elif scheme not in ("http", "https"):
+    fix = "fix proxy-url in the kubeconfig, or HTTPS_PROXY/HTTP_PROXY/ALL_PROXY"
+    try:
+        url = urllib3.util.parse_url(proxy)
+    except ValueError:  # urllib3's LocationParseError is one
+        url = None
+    scheme = (url.scheme or "").lower() if url else ""
+    if (
+        url is None
+        or not url.host
+        or not (scheme in ("http", "https") or scheme.startswith("socks"))
+    ):
+        raise ConfigError(f"the proxy {redact(proxy)!r} is not an http(s) or socks URL; {fix}")
+    if scheme.startswith("socks") and importlib.util.find_spec("socks") is None:
         raise ConfigError(
-            f"the proxy {redact(proxy)!r} is not an http(s) or socks URL; fix proxy-url in "
-            "the kubeconfig or HTTPS_PROXY/HTTP_PROXY"
+            f"the proxy {redact(proxy)!r} is a SOCKS proxy, which needs PySocks: "
+            "pip install pysocks, or use an http(s) proxy"
         )
 
 

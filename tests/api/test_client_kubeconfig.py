@@ -306,6 +306,20 @@ def test_a_socks_proxy_without_pysocks_is_a_configuration_error(
     assert nodes.requests == []
 
 
+@pytest.mark.parametrize("proxy", ["http://[bad", "http://:3128", "ftp://proxy.local"])
+def test_a_proxy_that_is_no_url_is_a_configuration_error(
+    nodes: ApiServer, tmp_path: Path, proxy: str
+) -> None:
+    path = nodes.write_kubeconfig(tmp_path / "kubeconfig")
+    result = run_cli(
+        "reconcile", "--kubeconfig", str(path), env={"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy}
+    )
+    assert result.code == 2, result.stderr
+    line = assert_one_clear_line(result.stderr)
+    assert f"the proxy {proxy!r} is not an http(s) or socks URL" in line and "HTTP_PROXY" in line
+    assert nodes.requests == []
+
+
 def test_no_proxy_takes_address_ranges(nodes: ApiServer, tmp_path: Path) -> None:
     path = nodes.write_kubeconfig(tmp_path / "kubeconfig")
     dead_proxy = {"HTTP_PROXY": "http://127.0.0.1:9"}  # the discard port: nothing listens
