@@ -112,6 +112,33 @@ def _existing(paths: str) -> list[str]:
     return found
 
 
+def _text(entry: Mapping[str, Any], key: str, where: str) -> str | None:
+    """A string field of a kubeconfig entry, None when absent; a list or a map is bad input."""
+    value = entry.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, (dict, list)):
+        raise ConfigError(
+            f"kubeconfig {where} entry: {key} must be a string, not a "
+            f"{'map' if isinstance(value, dict) else 'list'}; fix it in the kubeconfig "
+            "(--kubeconfig/KUBECONFIG)"
+        )
+    return str(value)
+
+
+def _flag(entry: Mapping[str, Any], key: str, where: str) -> bool:
+    """A true/false field; `"false"` in quotes is false (not a non-empty string: true)."""
+    value = entry.get(key)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if str(value).strip().lower() in ("true", "false"):
+        return str(value).strip().lower() == "true"
+    raise ConfigError(
+        f"kubeconfig {where} entry: {key} must be true or false, not {value!r}; fix it in "
+        "the kubeconfig (--kubeconfig/KUBECONFIG)"
+    )
+
+
 @dataclass(frozen=True)
 class _Entry:
     """A named cluster, user or context, with the folder its relative paths start from."""
@@ -164,8 +191,8 @@ def _from_kubeconfig(paths: list[str], context: str | None, timeout: float) -> C
             f"{FIX_KUBECONFIG}"
         )
     user = merged.entry("users", str(chosen.value.get("user") or "")) or _Entry({}, cluster.base)
+    proxy_url = _text(cluster.value, "proxy-url", "cluster")
     if user.value.get("auth-provider"):
-        proxy_url = cluster.value.get("proxy-url")
         return _from_auth_provider(paths, _context_name(merged, context), proxy_url)
     server = _server(cluster.value)
     tls = _tls_files(cluster, user) if server.startswith("https") else {}
@@ -173,9 +200,9 @@ def _from_kubeconfig(paths: list[str], context: str | None, timeout: float) -> C
     return Connection(
         server=server,
         credentials=credentials,
-        verify=not cluster.value.get("insecure-skip-tls-verify"),
-        tls_server_name=cluster.value.get("tls-server-name") or None,
-        proxy=_proxy(server, cluster.value.get("proxy-url")),
+        verify=not _flag(cluster.value, "insecure-skip-tls-verify", "cluster"),
+        tls_server_name=_text(cluster.value, "tls-server-name", "cluster"),
+        proxy=_proxy(server, proxy_url),
         **{**tls, **from_plugin},
     )
 
@@ -214,9 +241,9 @@ def _server(cluster: Mapping[str, Any]) -> str:
     except ValueError:
         url = None
     if url is None or url.scheme not in ("http", "https") or not url.host:
-        what = f"server {redact(host)!r} is not an http(s) URL" if host else "has no server"
+        what = f"'s server {redact(host)!r} is not an http(s) URL" if host else " has no server"
         raise ConfigError(
-            f"cannot load cluster access: the cluster's {what}; fix it in the kubeconfig "
+            f"cannot load cluster access: the cluster{what}; fix it in the kubeconfig "
             f"({FIX_KUBECONFIG})"
         )
     return host.rstrip("/")
@@ -235,7 +262,7 @@ def _tls_files(cluster: _Entry, user: _Entry) -> dict[str, str | None]:
 
 def _file_or_data(entry: _Entry, where: str, key: str) -> str | bytes | None:
     """`key-data` decoded (bytes), else the path of `key` (str), else None; named errors."""
-    data, path = entry.value.get(f"{key}-data"), entry.value.get(key)
+    data, path = _text(entry.value, f"{key}-data", where), _text(entry.value, key, where)
     if data:
         try:
             return base64.b64decode(str(data), validate=True)
@@ -278,16 +305,17 @@ def _user_credentials(
 ) -> tuple[Credentials, dict[str, str]]:
     """The user's auth headers, and the client certificate an exec plugin handed out."""
     spec = user.value
-    if spec.get("token"):
-        return _bearer(str(spec["token"]).strip()), {}
-    if spec.get("tokenFile"):
-        path = user.base / Path(str(spec["tokenFile"])).expanduser()
+    token, token_file = _text(spec, "token", "user"), _text(spec, "tokenFile", "user")
+    name, password = _text(spec, "username", "user"), _text(spec, "password", "user")
+    if token:
+        return _bearer(token.strip()), {}
+    if token_file:
+        path = user.base / Path(token_file).expanduser()
         return _token_file(path, "kubeconfig user entry: tokenFile", "fix the path"), {}
     if spec.get("exec"):
         return _from_plugin(spec["exec"], user.base, timeout, cluster)
-    if spec.get("username") and spec.get("password"):
-        basic = urllib3.util.make_headers(basic_auth=f"{spec['username']}:{spec['password']}")
-        return _static(basic), {}
+    if name and password:
+        return _static(urllib3.util.make_headers(basic_auth=f"{name}:{password}")), {}
     return anonymous, {}
 
 

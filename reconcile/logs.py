@@ -72,7 +72,9 @@ def logging_option(ctx: Any, param: Any, value: Any) -> Any:
 
 
 def error_line(prog: str, message: str) -> str:
-    """The run's last line on stderr, in the asked-for format."""
+    """The run's last line on stderr, in the asked-for format: one line, whatever a bad
+    input put in the message (a context name with a newline shows as `\\n`)."""
+    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
     if _logging.json:
         entry = {
             "time": _rfc3339(datetime.now(UTC).timestamp()),

@@ -393,6 +393,18 @@ REFUSED: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         _set("contexts.0.context.cluster", "gone"),
         'cluster "gone"',
     ),
+    "a cluster without a server": (
+        _set("clusters.0.cluster", {"insecure-skip-tls-verify": True}),
+        "the cluster has no server;",
+    ),
+    "a tls-server-name that is a map": (
+        _set("clusters.0.cluster.tls-server-name", {"name": "x"}),
+        "tls-server-name must be a string, not a map",
+    ),
+    "an insecure-skip-tls-verify that is neither true nor false": (
+        _set("clusters.0.cluster.insecure-skip-tls-verify", "maybe"),
+        "insecure-skip-tls-verify must be true or false, not 'maybe'",
+    ),
     "an auth-provider the official loader refuses": (
         _set(
             "users.0.user",
@@ -415,6 +427,14 @@ def test_what_the_reader_refuses_is_one_line_and_nothing_sent(
     assert expected in line, line
     assert "s3cr3t" not in line  # the official loader's messages quote the whole user entry
     assert api.requests == []
+
+
+def test_a_quoted_false_keeps_the_certificate_checked(tmp_path: Path) -> None:
+    """YAML `"false"` is a non-empty string: read as truthy, it would turn TLS checks off."""
+    doc = one({"server": HTTPS, "insecure-skip-tls-verify": "false"}, {"token": "t"})[0]
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    assert connection_for(ClusterAccess(kubeconfig=str(path))).verify is True
 
 
 @pytest.mark.parametrize("missing", ["KUBERNETES_SERVICE_PORT", "ca.crt"])
