@@ -22,8 +22,9 @@ The plugin runs once per run (a run is shorter than any token it hands out).
 
 The kubeconfig is read here rather than by the official client's loader because importing
 `kubernetes` costs about 0.3 s, a third of a steady run at 5,000 nodes (docs/performance.md);
-only the legacy `auth-provider` users (gcp, azure, oidc) are handed to that loader, imported
-then. The result is a `Connection`; `reconcile.client` builds its connection pool from it.
+only the legacy `auth-provider` users (gcp, oidc) are handed to that loader, imported then.
+tests/api/test_client_kubeconfig.py resolves kubeconfigs both ways and compares. The result
+is a `Connection`; `reconcile.client` builds its connection pool from it.
 """
 
 from __future__ import annotations
@@ -471,7 +472,7 @@ def _plugin_error(spec: Mapping[str, Any], what: str, detail: str = "") -> Confi
 
 
 def _from_auth_provider(paths: list[str], context: str, proxy_url: str | None) -> Connection:
-    """A legacy `auth-provider` user (gcp, azure, oidc): the official client's loader.
+    """A legacy `auth-provider` user (gcp, oidc): the official client's loader.
 
     Imported only here: it costs about 0.3 s, and kubectl itself dropped gcp and azure.
     """

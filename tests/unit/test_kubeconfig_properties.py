@@ -136,7 +136,7 @@ PROXY_ENV = st.dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(doc=kubeconfigs(), proxies=PROXY_ENV)
 def test_any_kubeconfig_is_a_connection_or_one_configuration_error(
     doc: Any, proxies: dict[str, str]
