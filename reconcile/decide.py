@@ -292,6 +292,7 @@ def _window(
     stretches = _stretches([n.created for n in triggers], hold.hold_duration, hold.max_hold)
     last = stretches[-1]
     start, until, capped = last.start, last.until, last.capped
+    youngest = triggers[-1]
     if hold.max_hold is not None:
         # The stretch may have begun before its oldest surviving node: the stamp says when.
         starts = [
@@ -301,13 +302,12 @@ def _window(
             start = min(starts)
             if until > start + hold.max_hold:
                 until, capped = start + hold.max_hold, True
-        young = now < triggers[-1].created + hold.hold_duration
+        young = now < youngest.created + hold.hold_duration
         if free_until is None and starts and capped and until <= now and young:
             # The cap ends our hold in this run (a young node would still hold the window):
             # free for one hold duration from the release itself, which a late run (missed
             # runs, a crash) must not shorten. Every node of the window gets the stamp.
             free_until = max(until, now) + hold.hold_duration
-    youngest = triggers[-1]
     return HoldWindow(
         name=name,
         held=now < until and free_until is None,
@@ -443,10 +443,9 @@ def _free_stamp(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str 
         and (free is None or free < window.free_until)
         and not owned
         and mode is Mode.RECONCILE
-        and hold.max_hold is not None
         and hold.node_selector.matches(node.labels)
     ):
-        return {FREE_UNTIL: _iso(window.free_until)}
+        return {FREE_UNTIL: _iso(window.free_until)}  # (free_until is only set by --max-hold)
     if FREE_UNTIL in annotations and (
         mode is Mode.RELEASE or free is None or owned or (now is not None and free <= now)
     ):
