@@ -275,7 +275,7 @@ def test_the_environment_s_proxy_is_used_unless_no_proxy_names_the_server(
     proxied = {"HTTP_PROXY": api.url}  # the test server also answers as the proxy in front
     bypassed = {**proxied, "NO_PROXY": "localhost,.invalid"}  # a domain with a leading dot
 
-    direct = run_cli("reconcile", "--kubeconfig", str(path), "--timeout", "3s", env=bypassed)
+    direct = run_cli("reconcile", "--kubeconfig", str(path), "--timeout", "1s", env=bypassed)
     assert direct.code == 1  # straight to kube-apiserver.invalid: no such host
     assert api.requests == []
     through = run_cli("reconcile", "--kubeconfig", str(path), env=proxied)
