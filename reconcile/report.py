@@ -82,16 +82,17 @@ def describe_window(window: HoldWindow, now: datetime, plan: Plan) -> str:
             f"held: youngest node {window.youngest} is {age} old, "
             f"hold until {until} ({left} left{capped})"
         )
+    free = f"; no new hold before {iso(window.free_until)}" if window.free_until else ""
     if (
         window.capped
         and window.hold_until is not None
         and window.hold_until > window.youngest_created
     ):
         return (
-            f"released: --max-hold ended the hold at {until}; youngest node {window.youngest} "
-            f"is {age} old"
+            f"released: --max-hold ended the hold at {until}{free}; youngest node "
+            f"{window.youngest} is {age} old"
         )
-    return f"released: youngest node {window.youngest} is {age} old, hold ended at {until}"
+    return f"released: youngest node {window.youngest} is {age} old, hold ended at {until}{free}"
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,7 @@ def window_json(window: HoldWindow, now: datetime) -> dict[str, Any]:
         "holdUntil": iso(window.hold_until),
         "stretchStart": iso(window.stretch_start),
         "capped": window.capped,
+        "freeUntil": iso(window.free_until),  # after --max-hold ended a hold: none before this
         "triggerNodes": window.triggers,
         "nodes": window.nodes,
     }
@@ -357,7 +359,11 @@ def window_rows(plan: Plan) -> list[tuple[str, ...]]:
         rows.append(
             (
                 w.name,
-                "held" + (" (max-hold)" if w.capped else "") if held else "released",
+                "held" + (" (max-hold)" if w.capped else "")
+                if held
+                else f"free until {iso(w.free_until)}"
+                if w.free_until and plan.mode is Mode.RECONCILE
+                else "released",
                 w.youngest or "-",
                 age,
                 iso(w.hold_until) or "-",

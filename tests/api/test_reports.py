@@ -5,6 +5,7 @@ Every case runs the real CLI against the API test server (real HTTP, real client
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -121,3 +122,24 @@ def test_dry_run_and_real_run_use_the_same_words(api: ApiServer, kubeconfig: Pat
         assert "1 would be added" in dry.lines[-1] and "1 added" in real.lines[-1]
     else:
         assert summary(dry)["added"] == summary(real)["added"] == 1
+
+
+def test_the_free_period_after_max_hold_is_reported(api: ApiServer, kubeconfig: Path) -> None:
+    """While --max-hold keeps a window free, the lines say until when, and the node that
+    arrived meanwhile is stamped with it (not held)."""
+    free = (api.now() + timedelta(minutes=12)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    add(api, "released", 90, {"node-holder.dev/free-until": free})
+    add(api, "newcomer", 2)
+
+    result = run(kubeconfig, "reconcile", "--max-hold", "1h")
+
+    assert result.code == 0, result.stderr
+    assert "node/newcomer: tidied node-holder.dev/free-until" in result.lines
+    assert result.lines[-1].startswith("released: youngest node newcomer is 2m old, hold ended")
+    assert f"no new hold before {free}" in result.lines[-1]
+    assert api.annotations("newcomer") == {"node-holder.dev/free-until": free}
+    status = run(kubeconfig, "status", "--max-hold", "1h", "--output", "json")
+    (window,) = json.loads(status.stdout)["windows"]
+    assert window["freeUntil"] == free and window["held"] is False
+    table = run(kubeconfig, "status", "--max-hold", "1h")
+    assert f"free until {free}" in table.stdout
