@@ -4,7 +4,8 @@ Nodes arrive and are deleted (spot interruptions, expiry, Karpenter itself) duri
 stretches; runs crash half-way (patches dropped), are missed, or run twice at once. After
 every clean run the bound is checked on what the API test server holds: no node carries
 our hold continuously for longer than --max-hold, and after a stretch the cap ended, no
-hold starts again for one hold duration.
+hold starts again for one hold duration, unless every node carrying that free period was
+deleted between two runs (the state lives on the nodes).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from reconcile.settings import HoldSettings, RunSettings
 from tests.kubeapi.apiserver import ApiServer, Fault
 from tests.reliability.helpers import KEY, kube_for
 
+FREE_UNTIL = "node-holder.dev/free-until"
+
 T0 = datetime.fromisoformat("2026-11-22T12:00:00+00:00")
 HOLD = timedelta(minutes=20)
 MAX = timedelta(minutes=40)
@@ -46,6 +49,7 @@ class MaxHold(RuleBasedStateMachine):
         self.names = 0
         self.held_since: dict[str, datetime] = {}  # per node: held by us continuously since
         self.cap_free_until: datetime | None = None  # after a capped release: no hold before
+        self.seen: set[str] = set()  # the nodes there at the last look (a run saw them)
 
     def teardown(self) -> None:
         self.api.stop()
@@ -119,6 +123,14 @@ class MaxHold(RuleBasedStateMachine):
     def _observe(self) -> None:
         """After a run that converged: record who is held since when, check the bound."""
         now = self.api.now()
+        names = set(self.api.node_names())
+        if self.cap_free_until is not None and not self.seen & names:
+            # Every node a run saw during the free period (each carries it) was deleted before
+            # the next run could copy it to the newcomers: the state lived on those nodes, so
+            # the cluster has forgotten it (docs/design.md, --max-hold). Anything less must
+            # keep the free period.
+            self.cap_free_until = None
+        self.seen = names
         was_held = bool(self.held_since)
         for name in self.api.node_names():
             found = self.api.annotations(name)
@@ -135,6 +147,9 @@ class MaxHold(RuleBasedStateMachine):
             assert now >= self.cap_free_until, "a hold started during the free period"
         for name, since in self.held_since.items():
             assert now - since <= MAX, f"{name} held since {since}, now {now}"
+        if self.cap_free_until is not None and now < self.cap_free_until and not held:
+            for name in names:  # the free period is on every node, so that it outlives any
+                assert FREE_UNTIL in self.api.annotations(name), name
 
     def _created(self, name: str) -> datetime:
         node = self.api.get_node(name)
