@@ -183,7 +183,7 @@ def _read(paths: list[str]) -> _Kubeconfig:
 
 def _from_kubeconfig(paths: list[str], context: str | None, timeout: float) -> Connection:
     merged = _read(paths)
-    chosen = _context(merged, context)
+    name, chosen = _context(merged, context)
     cluster = merged.entry("clusters", str(chosen.value.get("cluster") or ""))
     if cluster is None:
         raise ConfigError(
@@ -194,7 +194,7 @@ def _from_kubeconfig(paths: list[str], context: str | None, timeout: float) -> C
     user = merged.entry("users", str(chosen.value.get("user") or "")) or _Entry({}, cluster.base)
     proxy_url = _text(cluster.value, "proxy-url", "cluster")
     if user.value.get("auth-provider"):
-        return _from_auth_provider(paths, _context_name(merged, context), proxy_url)
+        return _from_auth_provider(paths, name, proxy_url)
     server = _server(cluster.value)
     tls = _tls_files(cluster, user) if server.startswith("https") else {}
     credentials, from_plugin = _user_credentials(user, cluster.value, timeout)
@@ -219,7 +219,8 @@ def _context_name(merged: _Kubeconfig, context: str | None) -> str:
     return merged.current
 
 
-def _context(merged: _Kubeconfig, context: str | None) -> _Entry:
+def _context(merged: _Kubeconfig, context: str | None) -> tuple[str, _Entry]:
+    """The chosen context's name and entry."""
     name = _context_name(merged, context)
     found = merged.entry("contexts", name)
     if found is None:
@@ -231,7 +232,7 @@ def _context(merged: _Kubeconfig, context: str | None) -> _Entry:
             else "fix the kubeconfig's current-context or pass --context (NODE_HOLDER_CONTEXT)"
         )
         raise ConfigError(f'context "{name}" does not exist (contexts: {known}); {where}')
-    return found
+    return name, found
 
 
 def _server(cluster: Mapping[str, Any]) -> str:
