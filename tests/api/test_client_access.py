@@ -276,20 +276,54 @@ def test_a_kubeconfig_list_with_every_entry_missing_names_them(
     assert str(first) in line and str(second) in line and "does not exist" in line
 
 
+def in_a_pod(
+    monkeypatch: pytest.MonkeyPatch,
+    home: Path,
+    port: int | None,
+    token: str | None = None,
+    ca: str | None = None,
+    host: str = "10.0.0.1",
+) -> None:
+    """A pod's environment: KUBERNETES_SERVICE_HOST/PORT (None: unset), what is given of the
+    service account mounted under home/serviceaccount, and no kubeconfig."""
+    mounted = home / "serviceaccount"
+    mounted.mkdir(exist_ok=True)
+    for name, content in (("token", token), ("ca.crt", ca)):
+        if content is not None:
+            (mounted / name).write_text(content)
+    monkeypatch.setattr(access, "IN_CLUSTER_TOKEN", mounted / "token")
+    monkeypatch.setattr(access, "IN_CLUSTER_CA", mounted / "ca.crt")
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
+    if port is None:
+        monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    else:
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
+
+
 def test_in_a_pod_without_a_mounted_token_says_what_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
-    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    monkeypatch.setattr(access, "IN_CLUSTER_TOKEN", tmp_path / "serviceaccount" / "token")
+    in_a_pod(monkeypatch, tmp_path, port=443)
     result = run_cli("reconcile")
     assert result.code == 2
     line = assert_one_clear_line(result.stderr)
     assert "not running in a pod" not in line
     assert str(tmp_path / "serviceaccount" / "token") in line
     assert "automountServiceAccountToken" in line
+
+
+@pytest.mark.parametrize("missing", ["KUBERNETES_SERVICE_PORT", "ca.crt"])
+def test_in_a_pod_a_missing_port_or_ca_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str
+) -> None:
+    port = None if missing == "KUBERNETES_SERVICE_PORT" else 443
+    ca = None if missing == "ca.crt" else "not read: the error comes first"
+    in_a_pod(monkeypatch, tmp_path, port=port, token="t0k", ca=ca)
+    result = run_cli("reconcile")
+    assert result.code == 2, result.stderr
+    assert missing in assert_one_clear_line(result.stderr)
 
 
 # --- credentials in URLs -----------------------------------------------------------------
@@ -338,16 +372,9 @@ def test_inside_a_pod_the_mounted_service_account_is_used(
 ) -> None:
     old(tls_api, "n1")
     young(tls_api, "n2")
-    mounted = tmp_path / "serviceaccount"
-    mounted.mkdir()
-    (mounted / "token").write_text(tls_api.token("admin"))
-    (mounted / "ca.crt").write_text((tmp_path / "tls.crt").read_text())
-    monkeypatch.setattr(access, "IN_CLUSTER_TOKEN", mounted / "token")
-    monkeypatch.setattr(access, "IN_CLUSTER_CA", mounted / "ca.crt")
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(tls_api.port))
+    ca = (tmp_path / "tls.crt").read_text()
+    token = tls_api.token("admin")
+    in_a_pod(monkeypatch, tmp_path, port=tls_api.port, token=token, ca=ca, host="127.0.0.1")
 
     result = run_cli("reconcile")
 

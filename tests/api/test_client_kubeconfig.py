@@ -24,7 +24,6 @@ import yaml
 from kubernetes import client as official_client
 from kubernetes import config as official_config
 
-from reconcile import access
 from reconcile.access import connection_for
 from reconcile.client import Connection
 from reconcile.settings import ClusterAccess
@@ -435,26 +434,3 @@ def test_a_quoted_false_keeps_the_certificate_checked(tmp_path: Path) -> None:
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(doc))
     assert connection_for(ClusterAccess(kubeconfig=str(path))).verify is True
-
-
-@pytest.mark.parametrize("missing", ["KUBERNETES_SERVICE_PORT", "ca.crt"])
-def test_in_a_pod_a_missing_port_or_ca_is_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str
-) -> None:
-    mounted = tmp_path / "serviceaccount"
-    mounted.mkdir()
-    (mounted / "token").write_text("t0k")
-    if missing != "ca.crt":
-        (mounted / "ca.crt").write_text("not read: the error comes first")
-    monkeypatch.setattr(access, "IN_CLUSTER_TOKEN", mounted / "token")
-    monkeypatch.setattr(access, "IN_CLUSTER_CA", mounted / "ca.crt")
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
-    if missing == "KUBERNETES_SERVICE_PORT":
-        monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
-    else:
-        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    result = run_cli("reconcile")
-    assert result.code == 2, result.stderr
-    assert missing in assert_one_clear_line(result.stderr)
