@@ -272,12 +272,11 @@ class Client:
         self._pool = connection_pool(connection, pool_size)
         self._host = connection.server.rstrip("/")
         self._shown = redact(self._host)  # what messages name: no credentials
+        hosted = self._pool.connection_from_url(self._host)  # the pool every request goes through
         # Without a proxy, go straight to the host's connection pool (same TLS settings, same
         # connections): no URL parsing and pool lookup under the manager's lock per request.
-        self._direct: Any = None
-        if type(self._pool) is urllib3.PoolManager:
-            self._direct = self._pool.connection_from_url(self._host)
-            self._base_path = urllib3.util.parse_url(self._host).path or ""
+        self._direct: Any = None if connection.proxy else hosted
+        self._base_path = urllib3.util.parse_url(self._host).path or ""
         self.request_timeout = request_timeout
         self.requests = 0  # how many requests this run sent (the summary reports it)
         self._lock = threading.Lock()
@@ -285,7 +284,6 @@ class Client:
         self._auth: dict[str, str] = {}
         self._auth_until = float("-inf")
         self._watchdog = _Watchdog()
-        hosted = self._pool.connection_from_url(self._host)  # the pool every request goes through
         hosted._get_conn = self._watchdog.attaching(hosted._get_conn)
 
     def stop_on(self, stop: threading.Event) -> None:
