@@ -2,13 +2,14 @@
 
 Order (the first that applies wins):
 
-1. `--kubeconfig` (NODE_HOLDER_KUBECONFIG), else `$KUBECONFIG`: a list of files separated by
+1. `--kubeconfig`, else `$KUBECONFIG`: a list of files separated by
    `os.pathsep`; as with kubectl, entries that do not exist are skipped (all missing is an
    error naming them) and the rest are merged: the first file to define a cluster, user or
    context name wins, and so does the first `current-context`. `--context` picks a context,
    else the merged `current-context`;
 2. inside a pod (`KUBERNETES_SERVICE_HOST` set): the pod's service account token;
-3. `~/.kube/config`.
+3. `~/.kube/config`, looked for only then: a user without a home (the image's uid 65532 has
+   no passwd entry, and HOME may be unset) has no default kubeconfig.
 
 A user's credentials, in the official Python client's order: `auth-provider`, `token` (or
 `tokenFile`), `exec`, `username`/`password`. The HTTP proxy: the cluster's `proxy-url`, else
@@ -69,13 +70,12 @@ def connection_for(access: ClusterAccess, plugin_timeout: float = 45.0) -> Conne
     `plugin_timeout` bounds an exec credential plugin: the run's --timeout.
     """
     explicit = access.kubeconfig or os.environ.get("KUBECONFIG")
-    default = Path.home() / ".kube" / "config"
     try:
         if explicit:
             found = _from_kubeconfig(_existing(explicit), access.context, plugin_timeout)
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             found = _in_cluster(access)
-        elif default.exists():
+        elif (default := _default_kubeconfig()) is not None:
             found = _from_kubeconfig([str(default)], access.context, plugin_timeout)
         else:
             raise ConfigError(
@@ -98,6 +98,17 @@ def connection_for(access: ClusterAccess, plugin_timeout: float = 45.0) -> Conne
 
 
 # --- kubeconfig --------------------------------------------------------------------
+
+
+def _default_kubeconfig() -> Path | None:
+    """`~/.kube/config` if it exists. Looked for only when no other source applies: a
+    container's user may have no home at all (no passwd entry, no HOME), which is simply
+    "no default kubeconfig"."""
+    try:
+        default = Path.home() / ".kube" / "config"
+    except (RuntimeError, KeyError, OSError):  # Path.home(): "Could not determine home"
+        return None
+    return default if default.exists() else None
 
 
 def _existing(paths: str) -> list[str]:

@@ -424,3 +424,70 @@ def test_insecure_skip_tls_verify_is_said_once_as_a_json_log_record(
     said = [r for r in records if "insecure-skip-tls-verify" in json.dumps(r)]
     assert len(said) == 1, done.stderr
     assert "InsecureRequestWarning" not in done.stderr
+
+
+# --- a user without a home ----------------------------------------------------------------
+
+NO_PASSWD_UID = 65532  # the image's user: no passwd entry, and runtimes may leave HOME unset
+SYSTEM_PYTHON = Path("/usr/bin/python3")  # the venv's interpreter lives under root's 0700 home
+
+
+def run_as_homeless_user(args: list[str], shared: Path) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a child process as a uid with no passwd entry and no HOME."""
+    import pwd  # noqa: PLC0415
+    import sysconfig  # noqa: PLC0415
+
+    if os.geteuid() != 0 or not SYSTEM_PYTHON.exists():
+        pytest.skip("needs root (to switch uid) and /usr/bin/python3")
+    with pytest.raises(KeyError):
+        pwd.getpwuid(NO_PASSWD_UID)  # the premise: no passwd entry for this uid
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]]),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    return subprocess.run(
+        [str(SYSTEM_PYTHON), "-m", "reconcile", *args],
+        user=NO_PASSWD_UID,
+        group=NO_PASSWD_UID,
+        extra_groups=[],
+        env=env,
+        cwd=shared,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def shared_dir() -> Any:
+    """A directory another uid can read (pytest's tmp_path is private to root)."""
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    folder = Path(tempfile.mkdtemp(prefix="node-holder-homeless-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_user_without_home_runs_with_a_kubeconfig(api: ApiServer, shared_dir: Path) -> None:
+    """uid 65532 without HOME: `~/.kube/config` is never looked for when --kubeconfig is given."""
+    young(api, "n1")
+    kubeconfig = api.write_kubeconfig(shared_dir / "kubeconfig")
+    kubeconfig.chmod(0o644)
+    done = run_as_homeless_user(["reconcile", "--kubeconfig", str(kubeconfig)], shared_dir)
+    assert done.returncode == 0, done.stderr
+    assert "home directory" not in done.stderr
+    assert api.annotations("n1") == OURS
+
+
+def test_a_user_without_home_and_no_kubeconfig_is_told_there_is_no_access(
+    shared_dir: Path,
+) -> None:
+    """A missing home is "no default kubeconfig": exit 2 with the usual line, not exit 1."""
+    done = run_as_homeless_user(["status"], shared_dir)
+    assert done.returncode == 2, done.stderr
+    line = assert_one_clear_line(done.stderr)
+    assert "no cluster access" in line and "home directory" not in line
