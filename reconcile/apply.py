@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import TypeVar
 
@@ -159,6 +161,7 @@ class _Patcher:
     pool: Pool
     reread: Callable[[str, float], NodeView | None]
     abort: _Abort
+    started: float  # time.monotonic() when the plan's `now` was taken, near enough
 
     def patch(self, patch: NodePatch) -> NodeResult:
         attempt = _Attempt(patch, patch)
@@ -219,7 +222,9 @@ class _Patcher:
             return attempt.result(Outcome.NOT_SENT, _why(exc))
         if fresh is None:
             return attempt.result(Outcome.GONE)
-        again = self.plan.decide_again(fresh)
+        # Decided at the time of the re-read: what an overlapping run wrote is not from the future.
+        now = self.plan.now + timedelta(seconds=time.monotonic() - self.started)
+        again = self.plan.decide_again(fresh, now)
         return again.patch if again.patch is not None else attempt.result(Outcome.SETTLED)
 
     def patch_safely(self, patch: NodePatch) -> NodeResult:
@@ -249,7 +254,7 @@ def apply_plan(
     patches = plan.patches
     if not patches:
         return ApplyResult(())
-    patcher = _Patcher(plan, kube, pool, reread, _Abort())
+    patcher = _Patcher(plan, kube, pool, reread, _Abort(), time.monotonic())
     results: list[NodeResult | None] = [None] * len(patches)
     upcoming = iter(enumerate(patches))
     take, report = threading.Lock(), threading.Lock()

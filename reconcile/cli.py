@@ -72,13 +72,14 @@ def run_settings(params: dict[str, Any], *, dry_run: bool | None = None) -> RunS
     defaults = RunSettings()
     return RunSettings(
         dry_run=params.get("dry_run", False) if dry_run is None else dry_run,
-        clock=Clock(params["clock"]),
+        clock=Clock(params.get("clock", defaults.clock)),
         timeout=params["timeout"],
         workers=params.get("workers", defaults.workers),
         qps=params.get("qps", defaults.qps),
         page_size=params["page_size"],
         events=params.get("events", defaults.events),
         output=Output(params["output"]),
+        only=tuple(dict.fromkeys(params.get("nodes", ()))),
     )
 
 
@@ -166,9 +167,9 @@ def status(**params: Any) -> None:
 
     A node is "held by us" (this tool set its hold annotation), "held by others"
     (someone else set it to "true"), "exempt" (someone set it to "false": Karpenter may
-    disrupt it) or "free". It writes nothing, so the write settings (--dry-run,
-    --workers, --qps, --events) do not apply: their flags are refused and their
-    environment variables are not read.
+    disrupt it), "pinned" (a person's `node-holder pin`: no run touches it) or "free".
+    It writes nothing, so the write settings (--dry-run, --workers, --qps, --events) do
+    not apply: their flags are refused and their environment variables are not read.
     """
     hold = hold_settings(params)
     _warn_about_keys(hold.annotations)
@@ -190,6 +191,45 @@ def release(**params: Any) -> None:
     hold = HoldSettings(annotations=_flat(params["annotations"]))
     inv = Invocation("release", hold, run_settings(params), access_settings(params))
     _execute(inv, suspend=suspend)
+
+
+@cli.command()
+@click.argument("nodes", nargs=-1, required=True, metavar="NODE...")
+@settings_for("pin")
+def pin(**params: Any) -> None:
+    """Pin the hold annotation(s) on these nodes: no run removes them.
+
+    For each node, one patch sets every --annotation key to "true", lists it in
+    node-holder.dev/pinned and drops node-holder's own claim on it: reconcile, release
+    and the uninstall hook never add, remove or claim a pinned key. Run it with your own
+    credentials (the admission policy refuses it to node-holder's service account).
+    A node that does not exist is reported and makes the command exit 1.
+
+    \b
+    Examples:
+      node-holder pin ip-10-0-3-17.ec2.internal
+      node-holder pin --dry-run node-a node-b
+    """
+    _pinning("pin", params)
+
+
+@cli.command()
+@click.argument("nodes", nargs=-1, required=True, metavar="NODE...")
+@settings_for("unpin")
+def unpin(**params: Any) -> None:
+    """Give pinned nodes back to the normal rule.
+
+    For each node, the --annotation keys leave node-holder.dev/pinned; each one still
+    "true" is claimed by node-holder again, so the next reconcile removes it when no
+    hold is due (or keeps it while one is). Pins on other keys stay.
+    """
+    _pinning("unpin", params)
+
+
+def _pinning(command: str, params: dict[str, Any]) -> None:
+    hold = HoldSettings(annotations=_flat(params["annotations"]))
+    _warn_about_keys(hold.annotations)
+    _execute(Invocation(command, hold, run_settings(params), access_settings(params)))
 
 
 # --- simulate: replay a node timeline in memory (docs/simulate.md) ---------------------------
@@ -350,7 +390,7 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
             kube,
             inv.hold,
             run,
-            mode=Mode.RELEASE if mode == "release" else Mode.RECONCILE,
+            mode=Mode.RECONCILE if mode == "status" else Mode(mode),
             stop=stop,
             on_result=landed,
         )
@@ -383,10 +423,26 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
         )
         for line in lines:
             click.echo(line)
+    failure = _failure(result)
+    if failure:
+        raise RuntimeFailure(failure)
+
+
+def _names(names: list[str]) -> str:
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return ", ".join(names[:5]) + more
+
+
+def _failure(result: Any) -> str | None:
+    """The one error line of a run that did not do all it had to, or None."""
     applied = result.applied
-    if applied is not None and applied.failed:
-        if applied.fatal:
-            raise RuntimeFailure(applied.fatal)
+    failed = list(applied.failed) if applied is not None else []
+    if failed and applied.fatal:
+        return str(applied.fatal)
+    parts = []
+    if result.missing:  # pin, unpin: the others were still patched
+        parts.append(f"{len(result.missing)} node(s) not found: {_names(list(result.missing))}")
+    if failed:
         why = (
             "stopped by a signal"
             if applied.interrupted
@@ -394,13 +450,10 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
             if applied.timed_out
             else ""
         )
-        names = ", ".join(r.node for r in applied.failed[:5])
-        more = f" and {len(applied.failed) - 5} more" if len(applied.failed) > 5 else ""
         why = f" ({why})" if why else ""
-        raise RuntimeFailure(
-            f"{len(applied.failed)} node(s) not patched{why}: {names}{more}; "
-            "the next run retries them"
-        )
+        names = _names([r.node for r in failed])
+        parts.append(f"{len(failed)} node(s) not patched{why}: {names}; the next run retries them")
+    return "; ".join(parts) or None
 
 
 def _on_signals(stop: threading.Event) -> None:

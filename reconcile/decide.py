@@ -8,42 +8,57 @@ Rules, all in this file:
 - A held window's selected nodes carry every hold annotation; a node that already
   has a hold annotation, whatever its value, is left alone for that key.
 - Ownership: the tool lists the keys it set in its ownership marker, in the same
-  patch that sets them. It removes a hold annotation only if the marker claims
-  it and its value is still the one the tool wrote; otherwise the claim is
-  dropped and the annotation stays (someone else took it over).
+  patch that sets them. A claim stays while its key still has the value the tool
+  wrote, whether or not this run uses that key; the tool removes a claimed key only
+  if it is a configured or well-known hold key. A claim whose key someone changed
+  or removed is dropped and the annotation stays (someone else took it over).
+- Pins: a key listed in `node-holder.dev/pinned` (a person's `node-holder pin`) is
+  never added, removed or claimed; a claim on it is dropped.
 - `--max-hold` is a hard bound on continuous holding. A stretch's start is written
   as `node-holder.dev/hold-started` in the same patch as the hold annotation, so
   the bound holds when the stretch's first nodes go away. When the cap ends a
   stretch, the releasing patch writes `node-holder.dev/free-until` (the release
   plus one hold duration): until then no new hold starts in that window. Both go away with
-  the hold, or once the free period is over.
+  the hold, or once the free period is over. A stamp this tool could not have written
+  (unreadable, a start in the future, a free period longer than one hold duration) is
+  ignored and removed.
+- A creationTimestamp ahead of now (a skewed API server) counts as now.
+- In group scope, a Karpenter node whose NodePool label has not arrived yet starts no
+  hold of the unlabelled nodes' group.
 - Only nodes whose annotations must change get a patch.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from reconcile.nodes import NodeView, claimed_keys
+from reconcile.nodes import NodeView, claimed_keys, pinned_keys
 from reconcile.settings import (
     FREE_UNTIL,
     HOLD_STARTED,
     HOLD_VALUE,
     KNOWN_HOLD_KEYS,
     OWNERSHIP_MARKER,
+    PINNED,
     HoldSettings,
     Scope,
     format_duration,
 )
 
+#: How far a stamp may lie beyond what this run's clock allows before it counts as not
+#: ours: API servers' clocks differ by a little, and an overlapping run read its own.
+STAMP_SLACK = timedelta(minutes=1)
+
 
 class Mode(StrEnum):
     RECONCILE = "reconcile"
     RELEASE = "release"  # remove every hold this tool owns, whatever the ages
+    PIN = "pin"  # a person's pin on the named nodes (PINNED)
+    UNPIN = "unpin"  # give the named nodes' pins back to the normal rule
 
 
 class KeyState(StrEnum):
@@ -51,6 +66,7 @@ class KeyState(StrEnum):
     FOREIGN = "foreign"  # "true", set by someone else (or taken over): held by others
     EXEMPT = "exempt"  # another value ("false"), set by someone: Karpenter may disrupt it
     FREE = "free"  # absent
+    PINNED = "pinned"  # listed in PINNED by a person: never added, removed or claimed
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,10 @@ class NodePatch:
     added: tuple[str, ...] = ()  # hold annotations this patch sets
     removed: tuple[str, ...] = ()  # hold annotations this patch removes
     window: str = ""
+    disowned: tuple[str, ...] = ()  # claims dropped: someone changed or removed the key
+    pinned: tuple[str, ...] = ()  # keys `pin` pins
+    unpinned: tuple[str, ...] = ()  # keys `unpin` gives back to the normal rule
+    ignored: tuple[str, ...] = ()  # stamps this tool could not have written, and why
 
     def body(self) -> dict:
         metadata: dict = {"annotations": dict(self.changes)}
@@ -88,11 +108,11 @@ class NodePatch:
 
     @property
     def action(self) -> str:
-        if self.added:
-            return "add"
-        if self.removed:
-            return "remove"
-        if any(key == OWNERSHIP_MARKER for key, _ in self.changes):
+        if self.pinned or self.unpinned:
+            return "pin" if self.pinned else "unpin"
+        if self.added or self.removed:
+            return "add" if self.added else "remove"
+        if self.disowned:
             return "disown"
         return "tidy"  # only this tool's own bookkeeping annotations change
 
@@ -109,8 +129,10 @@ class NodeDecision:
 
     @property
     def state(self) -> str:
-        """`held by us`, `held by others`, `exempt` or `free`, as `status` shows it."""
+        """`pinned`, `held by us`, `held by others`, `exempt` or `free`, as `status` shows it."""
         states = {s for _, s in self.keys}
+        if KeyState.PINNED in states:
+            return "pinned"
         if KeyState.OURS in states:
             return "held by us"
         if KeyState.FOREIGN in states:
@@ -148,19 +170,34 @@ class Plan:
     def held(self) -> bool:
         return any(w.held for w in self.windows) and self.mode is Mode.RECONCILE
 
+    @property
+    def kept_claims(self) -> dict[str, int]:
+        """Keys node-holder set that this run may not remove (not configured, not well
+        known), most nodes first: the claims stay, and a run that names the key removes it."""
+        kept: Counter[str] = Counter()
+        if self.mode in (Mode.RECONCILE, Mode.RELEASE):
+            for d in self.decisions:
+                kept.update(k for k, s in d.keys if s is KeyState.OURS and not _known(k, self.hold))
+        return dict(kept.most_common())
+
     def window(self, name: str) -> HoldWindow | None:
         for w in self.windows:
             if w.name == name:
                 return w
         return None
 
-    def decide_again(self, node: NodeView) -> NodeDecision:
-        """Decide for one node re-read after a 409, keeping this plan's hold windows."""
+    def decide_again(self, node: NodeView, now: datetime | None = None) -> NodeDecision:
+        """Decide for one node re-read after a 409, at `now` (later than the plan's).
+
+        The plan's hold window is taken as the node's own stamps now say: an overlapping
+        run may have capped the stretch meanwhile and started a free period on it.
+        """
+        now = max(now or self.now, self.now)
         name = window_name(node, self.hold)
-        found = self.window(name)
-        if found is None:
-            found = _window(name, [node], self.now, self.hold)
-        return decide_node(node, found, self.hold, self.mode, now=self.now)
+        found = self.window(name) or _window(name, [node], now, self.hold)
+        return decide_node(
+            node, _stamped(found, [node], now, self.hold), self.hold, self.mode, now=now
+        )
 
 
 # --- ownership ---------------------------------------------------------------
@@ -171,7 +208,14 @@ def marker_value(keys: Iterable[str]) -> str | None:
     return ",".join(ordered) if ordered else None
 
 
-def key_state(annotations: Mapping[str, str], key: str, claimed: frozenset[str]) -> KeyState:
+def key_state(
+    annotations: Mapping[str, str],
+    key: str,
+    claimed: frozenset[str],
+    pinned: frozenset[str] = frozenset(),
+) -> KeyState:
+    if key in pinned:
+        return KeyState.PINNED
     if key not in annotations:
         return KeyState.FREE
     if annotations[key] != HOLD_VALUE:
@@ -236,35 +280,24 @@ def _stretches(
     return result
 
 
-def _recorded(
-    members: Sequence[NodeView], key: str, ours_only: bool, hold: HoldSettings
-) -> list[datetime]:
-    """Valid times this tool wrote under `key` (on nodes it still holds, if `ours_only`)."""
-    found = []
-    for node in members:
-        raw = node.annotations.get(key)
-        if raw is None or (ours_only and not _holds_ours(node, hold)):
-            continue
-        moment = parse_stamp(raw)
-        if moment is not None:
-            found.append(moment)
-    return found
-
-
-def trusted_claims(annotations: Mapping[str, str], hold: HoldSettings) -> frozenset[str]:
-    """The keys of the ownership marker this tool may act on: hold annotations it knows.
+def _known(key: str, hold: HoldSettings) -> bool:
+    """Whether this run may remove `key` where the marker claims it.
 
     The marker is only an annotation: anyone who can edit a node can make it name any key.
-    Only the configured keys and the well-known Karpenter and cluster-autoscaler hold
-    keys are ever removed; any other key in a marker is dropped from it and left alone.
+    Only the configured keys and the well-known Karpenter and cluster-autoscaler hold keys
+    are ever removed; a claim on any other key stays while its value is ours, untouched,
+    until a run that configures that key removes it.
     """
-    known = set(hold.annotations) | set(KNOWN_HOLD_KEYS)
-    return frozenset(k for k in claimed_keys(annotations) if k in known)
+    return key in hold.annotations or key in KNOWN_HOLD_KEYS
 
 
 def _holds_ours(node: NodeView, hold: HoldSettings) -> bool:
-    claimed = trusted_claims(node.annotations, hold)
-    return any(key_state(node.annotations, k, claimed) is KeyState.OURS for k in claimed)
+    """The node carries a hold of ours on a key this run acts on."""
+    pinned = pinned_keys(node.annotations)
+    return any(
+        node.annotations.get(k) == HOLD_VALUE and k not in pinned and _known(k, hold)
+        for k in claimed_keys(node.annotations)
+    )
 
 
 def parse_stamp(raw: str) -> datetime | None:
@@ -278,46 +311,97 @@ def parse_stamp(raw: str) -> datetime | None:
     return moment.replace(tzinfo=UTC)
 
 
+def _bad_stamp(key: str, raw: str, now: datetime, hold: HoldSettings) -> str | None:
+    """Why a stamp is not one this tool could have written at `now`; None if it could."""
+    moment = parse_stamp(raw)
+    shown = raw if len(raw) <= 40 else raw[:40] + "..."
+    if moment is None:
+        return f"{key}={shown!r} is not a time node-holder writes"
+    if key == HOLD_STARTED and moment > now + STAMP_SLACK:
+        return f"{key}={raw} is in the future"
+    if key == FREE_UNTIL and moment > now + hold.hold_duration + STAMP_SLACK:
+        return f"{key}={raw} is later than now plus one hold duration"
+    return None
+
+
+def _recorded(
+    members: Sequence[NodeView], key: str, now: datetime, hold: HoldSettings
+) -> list[datetime]:
+    """Times under `key` on `members` that this tool could have written."""
+    found = []
+    for node in members:
+        raw = node.annotations.get(key)
+        if raw is not None and _bad_stamp(key, raw, now, hold) is None:
+            found.append(parse_stamp(raw))
+    return found  # type: ignore[return-value]
+
+
+def _triggers(node: NodeView, hold: HoldSettings) -> bool:
+    """Whether this node's arrival starts a hold of its window."""
+    if node.deleting or not hold.trigger_selector.matches(node.labels):
+        return False
+    # A Karpenter node before registration would hold the unlabelled (system) nodes' group.
+    return not (
+        hold.scope is Scope.GROUP and node.registering and hold.group_label not in node.labels
+    )
+
+
 def _window(
     name: str, members: Sequence[NodeView], now: datetime, hold: HoldSettings
 ) -> HoldWindow:
-    triggers = sorted(
-        (n for n in members if not n.deleting and hold.trigger_selector.matches(n.labels)),
-        key=lambda n: (n.created, n.name),
-    )
-    frees = _recorded(members, FREE_UNTIL, ours_only=False, hold=hold) if hold.max_hold else []
-    free_until = max(frees) if frees and max(frees) > now else None
+    triggers = sorted((n for n in members if _triggers(n, hold)), key=lambda n: (n.created, n.name))
     if not triggers:
-        return HoldWindow(name=name, held=False, nodes=len(members), free_until=free_until)
-    stretches = _stretches([n.created for n in triggers], hold.hold_duration, hold.max_hold)
-    last = stretches[-1]
-    start, until, capped = last.start, last.until, last.capped
-    youngest = triggers[-1]
-    if hold.max_hold is not None:
-        # The stretch may have begun before its oldest surviving node: the stamp says when.
-        starts = [
-            t for t in _recorded(members, HOLD_STARTED, ours_only=True, hold=hold) if t <= now
-        ]
+        return _stamped(HoldWindow(name=name, held=False, nodes=len(members)), members, now, hold)
+    created = [min(n.created, now) for n in triggers]  # a skewed server's future counts as now
+    last = _stretches(created, hold.hold_duration, hold.max_hold)[-1]
+    window = HoldWindow(
+        name=name,
+        held=now < last.until,
+        youngest=triggers[-1].name,
+        youngest_created=created[-1],
+        hold_until=last.until,
+        stretch_start=last.start,
+        capped=last.capped,
+        triggers=len(triggers),
+        nodes=len(members),
+    )
+    return _stamped(window, members, now, hold)
+
+
+def _stamped(
+    window: HoldWindow, members: Sequence[NodeView], now: datetime, hold: HoldSettings
+) -> HoldWindow:
+    """`window` as the --max-hold stamps on `members` say.
+
+    The stretch may have begun before its oldest surviving node (`hold-started`), and a
+    capped stretch leaves the window free for one hold duration (`free-until`).
+    """
+    if hold.max_hold is None:
+        return window
+    frees = [t for t in _recorded(members, FREE_UNTIL, now, hold) if t > now]
+    free_until = max([*frees, *filter(None, [window.free_until])], default=None)
+    start, until, capped = window.stretch_start, window.hold_until, window.capped
+    if start is not None and until is not None and window.youngest_created is not None:
+        ours = [m for m in members if HOLD_STARTED in m.annotations and _holds_ours(m, hold)]
+        starts = [t for t in _recorded(ours, HOLD_STARTED, now, hold) if t <= now]
         if starts and min(starts) < start:
             start = min(starts)
             if until > start + hold.max_hold:
                 until, capped = start + hold.max_hold, True
-        young = now < youngest.created + hold.hold_duration
+        young = now < window.youngest_created + hold.hold_duration
         if free_until is None and starts and capped and until <= now and young:
             # The cap ends our hold in this run (a young node would still hold the window):
             # free for one hold duration from the release itself, which a late run (missed
             # runs, a crash) must not shorten. Every node of the window gets the stamp.
-            free_until = max(until, now) + hold.hold_duration
-    return HoldWindow(
-        name=name,
-        held=now < until and free_until is None,
-        youngest=youngest.name,
-        youngest_created=youngest.created,
+            free_until = now + hold.hold_duration
+        if free_until is not None:  # no hold during the free period: the last one ended
+            until = min(until, free_until - hold.hold_duration)
+    return replace(
+        window,
+        held=until is not None and now < until and free_until is None,
         hold_until=until,
         stretch_start=start,
         capped=capped,
-        triggers=len(triggers),
-        nodes=len(members),
         free_until=free_until,
     )
 
@@ -344,12 +428,14 @@ def decide_node(
     *,
     now: datetime | None = None,
 ) -> NodeDecision:
-    listed = claimed_keys(node.annotations)
-    claimed = trusted_claims(node.annotations, hold) if listed else listed
+    if mode in (Mode.PIN, Mode.UNPIN):
+        return _decide_pin(node, hold, mode, now)
+    annotations = node.annotations
+    listed, pinned = claimed_keys(annotations), pinned_keys(annotations)
     relevant = hold.annotations
-    if listed:
-        relevant = (*hold.annotations, *sorted(listed - set(hold.annotations)))
-    states = tuple((k, key_state(node.annotations, k, claimed)) for k in relevant)
+    if listed or pinned:
+        relevant = (*hold.annotations, *sorted((listed | pinned) - set(hold.annotations)))
+    states = tuple((k, key_state(annotations, k, listed, pinned)) for k in relevant)
     held = (
         mode is Mode.RECONCILE
         and window.held
@@ -361,7 +447,7 @@ def decide_node(
         window=window.name,
         held=held,
         deleting=node.deleting,
-        created=node.created,
+        created=min(node.created, now) if now else node.created,
         keys=states,
     )
     if node.deleting:
@@ -370,25 +456,29 @@ def decide_node(
     changes: dict[str, str | None] = {}
     added: list[str] = []
     removed: list[str] = []
-    owned = set(claimed)
+    disowned: list[str] = []
+    owned = set(listed)
     for key, state in states:
         wanted = held and key in hold.annotations
         if wanted and state is KeyState.FREE:
             changes[key] = HOLD_VALUE
             added.append(key)
             owned.add(key)
-        elif not wanted and state is KeyState.OURS:
+        elif not wanted and state is KeyState.OURS and _known(key, hold):
             changes[key] = None
             removed.append(key)
             owned.discard(key)
-        elif state in (KeyState.FOREIGN, KeyState.EXEMPT):
-            owned.discard(key)  # someone else's now: never ours to remove
-        elif state is KeyState.FREE and not wanted:
-            owned.discard(key)  # claimed but gone: forget the claim
-    if owned != listed or (not owned and OWNERSHIP_MARKER in node.annotations):
+        elif state is KeyState.PINNED:
+            owned.discard(key)  # a person's pin: never ours
+        elif key in listed and state in (KeyState.EXEMPT, KeyState.FREE):
+            disowned.append(key)  # someone changed or removed it: theirs now, never ours
+            owned.discard(key)
+    if owned != listed or (not owned and OWNERSHIP_MARKER in annotations):
         changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
     context = _Context(window, hold, mode, now)
-    changes.update(_bookkeeping(node, context, owned=bool(owned)))
+    ignored = _ignored(node, context)
+    holding = any(_known(k, hold) for k in owned)
+    changes.update(_bookkeeping(node, context, owned=holding, ignored=ignored))
     if not changes:
         return decision
     patch = NodePatch(
@@ -398,6 +488,47 @@ def decide_node(
         added=tuple(added),
         removed=tuple(removed),
         window=window.name,
+        disowned=tuple(disowned),
+        ignored=tuple(ignored.values()),
+    )
+    return replace(decision, patch=patch)
+
+
+def _decide_pin(
+    node: NodeView, hold: HoldSettings, mode: Mode, now: datetime | None
+) -> NodeDecision:
+    """`pin`: every configured key "true", listed in PINNED, dropped from the marker.
+    `unpin`: the configured keys leave PINNED; each still "true" is claimed again, so the
+    normal rule removes it when no hold is due (or keeps it while one is)."""
+    annotations = node.annotations
+    listed, pinned = claimed_keys(annotations), pinned_keys(annotations)
+    keys = frozenset(hold.annotations)
+    changes: dict[str, str | None] = {}
+    if mode is Mode.PIN:
+        changes = {k: HOLD_VALUE for k in hold.annotations if annotations.get(k) != HOLD_VALUE}
+        touched = tuple(
+            k for k in hold.annotations if k in changes or k in listed or k not in pinned
+        )
+        now_pinned, owned = pinned | keys, listed - keys
+    else:
+        touched = tuple(k for k in hold.annotations if k in pinned)
+        ours = {k for k in touched if annotations.get(k) == HOLD_VALUE}
+        now_pinned, owned = pinned - keys, listed | ours
+    if now_pinned != pinned:
+        changes[PINNED] = marker_value(now_pinned)
+    if owned != listed:
+        changes[OWNERSHIP_MARKER] = marker_value(owned)
+    states = tuple((k, key_state(annotations, k, listed, pinned)) for k in hold.annotations)
+    created = min(node.created, now) if now else node.created
+    decision = NodeDecision(node.name, "", False, node.deleting, created, states)
+    if node.deleting or not changes:
+        return decision
+    patch = NodePatch(
+        node=node.name,
+        resource_version=node.resource_version,
+        changes=tuple(changes.items()),
+        pinned=touched if mode is Mode.PIN else (),
+        unpinned=touched if mode is Mode.UNPIN else (),
     )
     return replace(decision, patch=patch)
 
@@ -412,8 +543,30 @@ class _Context:
     now: datetime | None
 
 
-def _bookkeeping(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str | None]:
-    """The --max-hold stamps: set with the hold, removed with it or once stale.
+def _ignored(node: NodeView, ctx: _Context) -> dict[str, str]:
+    """The --max-hold stamps on this node that this tool could not have written, and why:
+    they are ignored by the decision and removed."""
+    if ctx.now is None or (
+        HOLD_STARTED not in node.annotations and FREE_UNTIL not in node.annotations
+    ):
+        return {}
+    found = {}
+    for key in (HOLD_STARTED, FREE_UNTIL):
+        why = (
+            _bad_stamp(key, node.annotations[key], ctx.now, ctx.hold)
+            if key in node.annotations
+            else None
+        )
+        if why:
+            found[key] = why
+    return found
+
+
+def _bookkeeping(
+    node: NodeView, ctx: _Context, *, owned: bool, ignored: Mapping[str, str]
+) -> dict[str, str | None]:
+    """The --max-hold stamps: set with the hold, removed with it, once stale or when
+    this tool could not have written them (`ignored`).
 
     `owned`: the node carries a hold of ours after this run.
     """
@@ -423,21 +576,24 @@ def _bookkeeping(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str
         return {}  # the common case, for every node of every run: nothing to stamp
     changes: dict[str, str | None] = {}
     keep_started = owned and hold.max_hold is not None and mode is Mode.RECONCILE
-    if keep_started and HOLD_STARTED not in annotations and window.stretch_start:
+    has_started = HOLD_STARTED in annotations and HOLD_STARTED not in ignored
+    if keep_started and not has_started and window.stretch_start:
         changes[HOLD_STARTED] = _iso(window.stretch_start)
-    elif not keep_started and HOLD_STARTED in annotations:
+    elif HOLD_STARTED in annotations and not (keep_started and has_started):
         changes[HOLD_STARTED] = None
-    changes.update(_free_stamp(node, ctx, owned=owned))
+    changes.update(_free_stamp(node, ctx, owned=owned, ignored=FREE_UNTIL in ignored))
     return changes
 
 
-def _free_stamp(node: NodeView, ctx: _Context, *, owned: bool) -> dict[str, str | None]:
+def _free_stamp(
+    node: NodeView, ctx: _Context, *, owned: bool, ignored: bool
+) -> dict[str, str | None]:
     """FREE_UNTIL on every node of a window in its free period, not only on the nodes the
     cap released: consolidation may remove all of those before the period ends. Removed
     once the period is over."""
     window, hold, mode, now = ctx.window, ctx.hold, ctx.mode, ctx.now
     annotations = node.annotations
-    free = parse_stamp(annotations.get(FREE_UNTIL, ""))
+    free = None if ignored else parse_stamp(annotations.get(FREE_UNTIL, ""))
     if (
         window.free_until is not None
         and (free is None or free < window.free_until)
@@ -513,6 +669,9 @@ def decide(
     mode: Mode = Mode.RECONCILE,
 ) -> Plan:
     """The whole decision for one run."""
+    if mode in (Mode.PIN, Mode.UNPIN):
+        pins = tuple(_decide_pin(node, hold, mode, now) for node in nodes)
+        return Plan(now=now, hold=hold, mode=mode, windows=(), decisions=pins)
     windows = hold_windows(nodes, now, hold)
     decisions = tuple(
         decide_node(node, windows[window_name(node, hold)], hold, mode, now=now) for node in nodes

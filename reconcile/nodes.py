@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from reconcile.settings import OWN_ANNOTATIONS, OWNERSHIP_MARKER
+from reconcile.settings import DEFAULT_GROUP_LABEL, OWN_ANNOTATIONS, OWNERSHIP_MARKER, PINNED
 
 LAST_YEAR = 9999  # a timestamp in it leaves no room for a hold duration
 
@@ -35,14 +35,35 @@ class NodeView:
     deleting: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: Launched by a Karpenter NodeClaim whose NodePool label has not arrived yet
+    #: (registration copies it a few seconds later, or much later when it is delayed).
+    registering: bool = False
 
 
-def claimed_keys(annotations: Mapping[str, str]) -> frozenset[str]:
-    """Keys the ownership marker says this tool set."""
-    raw = annotations.get(OWNERSHIP_MARKER, "")
+def claimed_keys(annotations: Mapping[str, str], marker: str = OWNERSHIP_MARKER) -> frozenset[str]:
+    """Keys the ownership marker says this tool set (or, with `marker=PINNED`, the pins)."""
+    raw = annotations.get(marker, "")
     if not raw:
         return _NO_KEYS  # most nodes: no marker (a steady run reads every node)
     return frozenset(k.strip() for k in raw.split(",") if k.strip())
+
+
+def pinned_keys(annotations: Mapping[str, str]) -> frozenset[str]:
+    """Hold keys a person pinned on this node: never added, removed or claimed by a run."""
+    return claimed_keys(annotations, PINNED)
+
+
+def _registering(metadata: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Owned by a karpenter.sh NodeClaim, and without the NodePool label Karpenter copies."""
+    owners = metadata.get("ownerReferences")
+    if DEFAULT_GROUP_LABEL in labels or not isinstance(owners, list):
+        return False
+    return any(
+        isinstance(o, dict)
+        and o.get("kind") == "NodeClaim"
+        and str(o.get("apiVersion", "")).startswith("karpenter.sh/")
+        for o in owners
+    )
 
 
 _NO_KEYS: frozenset[str] = frozenset()
@@ -86,7 +107,9 @@ def node_view(
     name = str(metadata.get("name", ""))
     annotations = metadata.get("annotations") or _EMPTY
     labels = metadata.get("labels") or _EMPTY
-    keep = annotation_keys.union(OWN_ANNOTATIONS, claimed_keys(annotations))
+    keep = annotation_keys.union(
+        OWN_ANNOTATIONS, claimed_keys(annotations), pinned_keys(annotations)
+    )
     kept_labels = {k: labels[k] for k in label_keys if k in labels} if label_keys else None
     kept = {k: annotations[k] for k in keep if k in annotations}
     return NodeView(
@@ -97,4 +120,5 @@ def node_view(
         deleting=bool(metadata.get("deletionTimestamp")),
         labels=kept_labels or _EMPTY,
         annotations=kept or _EMPTY,
+        registering=_registering(metadata, labels),
     )

@@ -530,6 +530,7 @@ READ = ("clock", "timeout", "request_timeout", "page_size")
 WRITE = ("dry_run", "workers", "qps", "events")
 ACCESS = ("kubeconfig", "context")
 OUTPUT = ("output", "log_format", "verbose")
+PIN = ("annotations", "dry_run", "timeout", "request_timeout", "page_size", *ACCESS, *OUTPUT)
 
 #: Which settings each command uses; nothing else is read for it.
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -538,6 +539,9 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     # release needs no hold duration, scope, selector or cap: it removes every hold this tool
     # owns. --annotation names custom hold keys it may remove besides the well-known ones.
     "release": ("annotations", "suspend_cronjob", *WRITE, *READ, *ACCESS, *OUTPUT),
+    # A person's pin on the named nodes: no hold settings, no clock, no Events.
+    "pin": PIN,
+    "unpin": PIN,
     "simulate": (*HOLD, "output", "log_format", "verbose"),
 }
 

@@ -32,31 +32,31 @@ def _body(patch: NodePatch) -> str:
 
 def _what(patch: NodePatch, past: bool) -> str:
     """Every key a patch adds and removes, e.g. `add a, remove b` / `added a, removed b`."""
-    add, remove = ("added", "removed") if past else ("add", "remove")
-    parts = []
-    if patch.added:
-        parts.append(f"{add} {_keys(patch.added)}")
-    if patch.removed:
-        parts.append(f"{remove} {_keys(patch.removed)}")
+    verbs = (
+        ("pinned", "unpinned", "added", "removed") if past else ("pin", "unpin", "add", "remove")
+    )
+    keys = (patch.pinned, patch.unpinned, patch.added, patch.removed)
+    parts = [f"{verb} {_keys(k)}" for verb, k in zip(verbs, keys, strict=True) if k]
     if parts:
         return ", ".join(parts)
     if patch.action == "disown":
         verb = "dropped" if past else "drop"
-        return f"{verb} ownership of annotations someone else changed"
+        return f"{verb} ownership of {_keys(patch.disowned)} (changed or removed by someone else)"
     verb = "tidied" if past else "tidy"
     return f"{verb} {_keys(tuple(k for k, _ in patch.changes))}"
 
 
 def patch_line(patch: NodePatch, result: NodeResult | None, dry_run: bool) -> str:
     """`node/x: would add karpenter.sh/do-not-disrupt {...}` and friends."""
-    what = _what(patch, past=False)
+    what = _what(patch, past=False) + "".join(f"; ignored {why}" for why in patch.ignored)
     if dry_run:
         return f"node/{patch.node}: would {what} {_body(patch)}"
     assert result is not None
     match result.outcome:
         case Outcome.PATCHED:
             extra = f" (after {result.conflicts} conflict(s))" if result.conflicts else ""
-            return f"node/{patch.node}: {_what(result.patch, past=True)}{extra}"
+            notes = "".join(f"; ignored {why}" for why in result.patch.ignored)
+            return f"node/{patch.node}: {_what(result.patch, past=True)}{extra}{notes}"
         case Outcome.SETTLED:
             return f"node/{patch.node}: changed by someone else meanwhile; nothing left to do"
         case Outcome.GONE:
@@ -108,12 +108,15 @@ class Tally:
 
 #: Always printed, even at 0; the others only when they happen.
 _ALWAYS = ("added", "removed", "unchanged", "held by others", "exempt", "deleting")
+_ALWAYS_FOR = {Mode.PIN: ("pinned", "unchanged"), Mode.UNPIN: ("unpinned", "unchanged")}
 _ORDER = (
     "added",
     "removed",
     "switched",
     "disowned",
     "tidied",
+    "pinned",
+    "unpinned",
     "failed",
     "unchanged",
     "held by others",
@@ -121,9 +124,13 @@ _ORDER = (
     "deleting",
     "gone",
 )
+#: A node no patch changes is counted by its state: these states, else "unchanged".
+_STATES = ("held by others", "exempt", "pinned")
 
 
 def _landed_category(patch: NodePatch) -> str:
+    if patch.pinned or patch.unpinned:
+        return "pinned" if patch.pinned else "unpinned"
     if patch.added and patch.removed:
         return "switched"  # one key added and another removed in the same patch
     if patch.added:
@@ -138,7 +145,7 @@ _NOT_LANDED = {Outcome.GONE: "gone", Outcome.SETTLED: "unchanged"}
 
 
 def _category(
-    decision: NodeDecision, outcome: NodeResult | None, dry_run: bool
+    decision: NodeDecision, outcome: NodeResult | None, dry_run: bool, states: tuple[str, ...]
 ) -> tuple[str, NodePatch | None]:
     """The one category a node falls in after this run (in a dry run: would), and the
     patch that landed (would land), whose keys the counts name."""
@@ -147,7 +154,7 @@ def _category(
         return "deleting", None
     if patch is None:
         state = decision.state
-        return (state if state in ("held by others", "exempt") else "unchanged"), None
+        return (state if state in states else "unchanged"), None
     if dry_run or outcome is None:
         return _landed_category(patch), patch  # planned: the dry run's "would be"
     if outcome.outcome is Outcome.PATCHED:
@@ -161,22 +168,25 @@ def tally(result: RunResult) -> Tally:
     failed: Counter[str] = Counter()
     added: Counter[str] = Counter()
     removed: Counter[str] = Counter()
+    pinning = result.plan.mode in _ALWAYS_FOR
+    states = () if pinning else _STATES  # pin, unpin: a node already as asked is unchanged
     for decision in result.plan.decisions:
-        category, landed = _category(decision, outcomes.get(decision.node), result.dry_run)
+        category, landed = _category(decision, outcomes.get(decision.node), result.dry_run, states)
         counts[category] += 1
         if landed is not None:
             added.update(landed.added)
             removed.update(landed.removed)
         elif category == "failed" and decision.patch is not None:
             failed[decision.patch.action] += 1
-    shown = {c: counts[c] for c in _ORDER if counts[c] or c in _ALWAYS}
+    always = _ALWAYS_FOR.get(result.plan.mode, _ALWAYS)
+    shown = {c: counts[c] for c in _ORDER if counts[c] or c in always}
     return Tally(len(result.plan.decisions), shown, dict(failed), dict(added), dict(removed))
 
 
 def _counts(result: RunResult) -> str:
     counted = tally(result)
     verb = "would be " if result.dry_run else ""
-    planned = ("added", "removed", "switched", "disowned", "tidied")
+    planned = ("added", "removed", "switched", "disowned", "tidied", "pinned", "unpinned")
     why = ", ".join(f"{n} to {a}" for a, n in sorted(counted.failed_by_action.items()))
     parts = [
         f"{n} {verb if c in planned else ''}{c}" + (f" ({why})" if c == "failed" else "")
@@ -194,10 +204,13 @@ def decision_lines(result: RunResult) -> list[str]:
     """The summary: one line for the cluster scope, one per held/changed window otherwise."""
     plan = result.plan
     counts = _counts(result)
+    if plan.mode in _ALWAYS_FOR:
+        return [f"{plan.mode} {_keys(plan.hold.annotations)}; {counts}"]
+    kept = [_kept_line(plan.kept_claims)] if plan.kept_claims else []
     if plan.hold.scope is Scope.CLUSTER or plan.mode is Mode.RELEASE:
         window = plan.windows[0] if plan.windows else HoldWindow("cluster", held=False)
         text = describe_window(window, plan.now, plan)
-        return [f"{text}; {counts}"]
+        return [*kept, f"{text}; {counts}"]
     changed = {p.window for p in plan.patches}
     lines = []
     if plan.hold.scope is Scope.GROUP:
@@ -207,7 +220,17 @@ def decision_lines(result: RunResult) -> list[str]:
     held = sum(1 for w in plan.windows if w.held)
     unit = "groups" if plan.hold.scope is Scope.GROUP else "nodes"
     lines.append(f"{held} of {len(plan.windows)} {unit} held ({plan.hold.scope} scope); {counts}")
-    return lines
+    return [*kept, *lines]
+
+
+def _kept_line(kept: dict[str, int]) -> str:
+    """Holds node-holder set under keys this run may not remove: said, never dropped."""
+    shown = [f"{key} on {n} node(s)" for key, n in list(kept.items())[:5]]
+    more = f" and {len(kept) - 5} more key(s)" if len(kept) > 5 else ""
+    return (
+        f"kept: {', '.join(shown)}{more}, set by node-holder, not removed by this run "
+        "(not a configured or well-known hold key); name it with --annotation to remove it"
+    )
 
 
 def landed_line(result: NodeResult) -> str:
@@ -227,12 +250,14 @@ def landed_json(result: NodeResult) -> dict[str, Any]:
         entry["conflicts"] = result.conflicts
     if result.error:
         entry["error"] = result.error
+    if result.patch.ignored:
+        entry["ignored"] = list(result.patch.ignored)
     return entry
 
 
 def render_text(result: RunResult, streamed: bool = False) -> list[str]:
     """The run's lines; with `streamed`, the per-node lines were printed as they landed."""
-    lines = []
+    lines = [f"node/{name}: not found" for name in result.missing]
     outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
     for patch in () if streamed else result.plan.patches:
         lines.append(patch_line(patch, outcomes.get(patch.node), result.dry_run))
@@ -279,6 +304,7 @@ def render_json(result: RunResult, command: str) -> dict[str, Any]:
         landed_json(outcomes[p.node])
         if p.node in outcomes
         else {"node": p.node, "action": p.action, "body": p.body()}
+        | ({"ignored": list(p.ignored)} if p.ignored else {})
         for p in plan.patches
     ]
     counted = tally(result)
@@ -305,6 +331,8 @@ def render_json(result: RunResult, command: str) -> dict[str, Any]:
             "nodes": counted.nodes,
             **{_camel(c): counted.categories.get(c, 0) for c in _ORDER},
             "failedByAction": counted.failed_by_action,
+            "ignoredStamps": sum(1 for p in plan.patches if p.ignored),
+            "keptClaims": dict(list(plan.kept_claims.items())[:5]),
             "keysAdded": counted.keys_added,
             "keysRemoved": counted.keys_removed,
             "writes": result.applied.writes if result.applied else 0,
@@ -335,6 +363,7 @@ def status_rows(plan: Plan) -> list[dict[str, Any]]:
                 "annotations": {k: str(s) for k, s in d.keys},
                 "next": nxt,
             }
+            | ({"ignored": list(d.patch.ignored)} if d.patch and d.patch.ignored else {})
         )
     return rows
 
@@ -382,7 +411,8 @@ def render_status_text(result: RunResult) -> list[str]:
         ("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"),
         [(r["name"], r["age"], r["window"], r["state"], r["next"]) for r in status_rows(plan)],
     )
-    return [*decision_lines(result), "", *windows, "", *nodes]
+    ignored = [f"node/{p.node}: ignored {why}" for p in plan.patches for why in p.ignored]
+    return [*decision_lines(result), "", *windows, "", *nodes, *ignored]
 
 
 def render_status_json(result: RunResult) -> dict[str, Any]:

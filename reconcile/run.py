@@ -36,17 +36,18 @@ class RunResult:
     event_errors: tuple[str, ...] = ()
     requests: int = 0
     warnings: tuple[str, ...] = field(default=())
+    missing: tuple[str, ...] = ()  # named nodes (pin, unpin) that do not exist
 
     @property
     def errors(self) -> tuple[str, ...]:
-        if self.applied is None:
-            return ()
-        errors = [f"node/{r.node}: {r.error or r.outcome}" for r in self.applied.failed]
+        errors = [f"node/{name}: not found" for name in self.missing]
+        if self.applied is not None:
+            errors += [f"node/{r.node}: {r.error or r.outcome}" for r in self.applied.failed]
         return tuple(errors)
 
     @property
     def ok(self) -> bool:
-        return self.applied is None or not self.applied.failed
+        return not self.missing and (self.applied is None or not self.applied.failed)
 
 
 def make_pool(
@@ -76,7 +77,7 @@ def run_once(
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> RunResult:
     """List, decide and (unless `run.dry_run`: the one way to say "do not write") patch
-    and record Events.
+    and record Events. With `run.only` (pin, unpin), decide on those nodes alone.
 
     Raises ListFailed when the node list is incomplete or a node cannot be
     decided on; Interrupted on SIGTERM before anything was written. `backoff`
@@ -90,10 +91,13 @@ def run_once(
     # each collection would also walk the Kubernetes client's objects.
     with gc_paused():
         listing = read_nodes(kube, hold, run, pool)
-        plan = decide(listing.nodes, listing.now, hold, mode)
-    del listing.nodes[:]  # the plan keeps what it needs; let the views go
+        only = set(run.only)
+        nodes = [n for n in listing.nodes if n.name in only] if only else listing.nodes
+        plan = decide(nodes, listing.now, hold, mode)
+    missing = tuple(sorted(only - {d.node for d in plan.decisions}))
+    del listing.nodes[:], nodes  # the plan keeps what it needs; let the views go
     if run.dry_run:
-        return RunResult(plan, listing, dry_run=True, requests=kube.requests)
+        return RunResult(plan, listing, dry_run=True, requests=kube.requests, missing=missing)
 
     keys = Keys.of(hold)
 
@@ -110,4 +114,5 @@ def run_once(
         events=events,
         event_errors=event_errors,
         requests=kube.requests,
+        missing=missing,
     )

@@ -25,8 +25,11 @@ HOLD_VALUE = "true"
 HOLD_STARTED = "node-holder.dev/hold-started"
 #: After a stretch capped by --max-hold: no new hold starts before this time.
 FREE_UNTIL = "node-holder.dev/free-until"
+#: A person's pins (`node-holder pin`): hold keys no run adds, removes or claims on this node.
+#: Written only by `pin`/`unpin`, never by reconcile, release or the uninstall hook.
+PINNED = "node-holder.dev/pinned"
 #: This tool's own annotations: a node view always keeps them.
-OWN_ANNOTATIONS = (OWNERSHIP_MARKER, HOLD_STARTED, FREE_UNTIL)
+OWN_ANNOTATIONS = (OWNERSHIP_MARKER, HOLD_STARTED, FREE_UNTIL, PINNED)
 
 
 class ConfigError(ValueError):
@@ -82,6 +85,7 @@ class RunSettings:
     page_size: int = 500
     events: bool = True
     output: Output = Output.TEXT
+    only: tuple[str, ...] = ()  # pin, unpin: the named nodes alone; empty: every node
 
     def after(self, spent: float) -> RunSettings:
         """The rest of the run once `spent` seconds of its --timeout are gone (a credential

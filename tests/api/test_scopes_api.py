@@ -51,6 +51,36 @@ def test_group_scope_holds_only_the_new_nodes_group(api: ApiServer, kubeconfig: 
     assert api.annotations("system") == OURS and api.annotations("web-old") == {}
 
 
+def test_a_karpenter_node_before_its_nodepool_label_holds_no_group_until_it_has_one(
+    api: ApiServer, kubeconfig: str
+) -> None:
+    """Its ownerReference names a karpenter.sh NodeClaim; registration copies the NodePool
+    label later. Until then it must not hold the unlabelled (system) nodes."""
+    add(api, "system", OLD)
+    add(api, "batch-old", OLD, "batch")
+    # An EKS-shaped Karpenter node (NodeClaim ownerReference) whose label has not arrived.
+    api.add_node("arriving", created=api.now() - NEW, labels={POOL: None}, eks=True)
+    owners = api.get_node("arriving")["metadata"]["ownerReferences"]  # type: ignore[index]
+    assert owners[0]["kind"] == "NodeClaim" and owners[0]["apiVersion"] == "karpenter.sh/v1"
+
+    before = run(kubeconfig, "reconcile", "--hold-scope", "group")
+    assert before.code == 0, before.stderr
+    assert api.annotations("system").get(KEY) is None
+    assert api.annotations("arriving").get(KEY) is None
+    assert "0 of 2 groups held" in before.lines[-1]
+
+    api.edit_node("arriving", lambda obj: obj["metadata"]["labels"].__setitem__(POOL, "batch"))
+    after = run(kubeconfig, "reconcile", "--hold-scope", "group")
+    assert after.code == 0, after.stderr
+    assert api.annotations("arriving").get(KEY) == "true"
+    assert api.annotations("batch-old") == OURS
+    assert api.annotations("system") == {}
+    # A new node that no NodeClaim owns (a node group's) still holds the unlabelled group.
+    add(api, "system-new", NEW)
+    assert run(kubeconfig, "reconcile", "--hold-scope", "group").code == 0
+    assert api.annotations("system") == OURS
+
+
 def test_group_label_is_configurable(api: ApiServer, kubeconfig: str) -> None:
     api.add_node("a", created=api.now() - OLD, labels={"team": "x"}, eks=False)
     api.add_node("b", created=api.now() - NEW, labels={"team": "x"}, eks=False)

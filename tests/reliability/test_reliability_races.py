@@ -270,3 +270,43 @@ def test_two_runs_at_once_converge_with_one_write_per_node_and_no_flapping(
     api.reset_log()
     assert reconcile(kubeconfig).code == 0
     assert api.writes() == []
+
+
+# --- a slow run and a later run's --max-hold cap ----------------------------------------
+
+
+def test_a_slow_run_decides_again_from_the_stamps_a_later_run_wrote(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """Run B lists while the stretch may still hold; run A, later, finds the cap reached,
+    releases and stamps the free period. B's patch then meets a node A changed (409): B
+    decides again from what it reads, stamps included, and does not put the hold back."""
+    started, free = "node-holder.dev/hold-started", "node-holder.dev/free-until"
+    t0 = api.now().replace(microsecond=0)
+    api.set_clock(t0)
+    stretch = t0 - timedelta(minutes=60) + timedelta(seconds=15)  # the cap: t0 + 15s
+    stamp = {**OURS, started: stretch.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    api.add_node("first", created=stretch, eks=False, annotations=stamp)
+    api.add_node("young", created=t0 - timedelta(minutes=5), eks=False, annotations=stamp)
+    api.add_node("newcomer", created=t0 - timedelta(minutes=1), eks=False)
+    capped = HoldSettings(hold_duration=HOLD, max_hold=timedelta(hours=1))
+    run = RunSettings(events=False)
+    later: list[RunResult] = []
+    hooked: list[bool] = []
+
+    def a_later_run_first(req: RequestInfo) -> None:
+        if req.method == "PATCH" and req.path == f"{NODES}/newcomer" and not hooked:
+            hooked.append(True)  # once: A's own patch of that node comes through here too
+            api.advance_clock(timedelta(seconds=30))  # past the cap
+            later.append(run_once(kube_for(kubeconfig), capped, run))
+
+    api.on_request(a_later_run_first)
+    slow = run_once(kube_for(kubeconfig), capped, run)
+
+    assert slow.plan.held and not later[0].plan.held  # B saw a hold, A the cap
+    (result,) = slow.applied.results  # type: ignore[union-attr]
+    assert result.node == "newcomer" and result.conflicts == 1
+    assert result.outcome is Outcome.SETTLED, result  # nothing left to do: no hold put back
+    free_until = (t0 + timedelta(seconds=30) + HOLD).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for name in ("first", "young", "newcomer"):
+        assert api.annotations(name) == {free: free_until}, name

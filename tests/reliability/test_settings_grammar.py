@@ -67,6 +67,10 @@ TEXTS: dict[str, list[str]] = {
 }
 
 
+#: Commands with a required argument get one, so that only the settings are judged.
+ARGUMENTS = {"pin": ["node-a"], "unpin": ["node-a"]}
+
+
 def _verdict(command: str, args: list[str], env: dict[str, str], monkeypatch) -> object:
     """The parsed value of every setting, or the one error line."""
     for setting in SETTINGS:
@@ -75,7 +79,7 @@ def _verdict(command: str, args: list[str], env: dict[str, str], monkeypatch) ->
         monkeypatch.setenv(name, value)
     cmd = cli.commands[command]  # type: ignore[attr-defined]
     try:
-        with cmd.make_context(command, list(args)) as ctx:
+        with cmd.make_context(command, [*args, *ARGUMENTS.get(command, [])]) as ctx:
             params = dict(ctx.params)
     except (ConfigError, click.UsageError) as exc:
         return ("error", str(exc).replace(_flag_of(exc), "<option>"))

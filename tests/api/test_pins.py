@@ -1,0 +1,180 @@
+"""A person's pin: `node-holder pin` and `unpin`, and a pin made with plain kubectl.
+
+A pinned hold key survives the end of a hold, every reconcile and every release; unpin
+hands it back to the normal rule. Every case runs the real CLI (and, for the kubectl pin,
+the real kubectl) against the API test server.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.clusters import CliResult, run_cli
+from tests.kubeapi.apiserver import ApiServer, RequestInfo
+
+KEY = "karpenter.sh/do-not-disrupt"
+CA_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+MARKER = "node-holder.dev/owned-annotations"
+PINNED = "node-holder.dev/pinned"
+OURS = {KEY: "true", MARKER: KEY}
+PINNED_KEY = {KEY: "true", PINNED: KEY}
+HOLD = timedelta(minutes=20)
+
+
+def run(kubeconfig: Path, command: str, *args: str) -> CliResult:
+    return run_cli(command, "--kubeconfig", str(kubeconfig), *args)
+
+
+def cluster(api: ApiServer, **annotations: dict[str, str]) -> None:
+    """Old nodes with the given annotations, and a young node that holds the cluster."""
+    for name, found in annotations.items():
+        api.add_node(name, created=api.now() - timedelta(hours=3), eks=False, annotations=found)
+    api.add_node("young", created=api.now() - timedelta(minutes=2), eks=False)
+
+
+def test_a_pin_survives_the_end_of_a_hold_reconcile_and_release(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    cluster(api, a={}, b={})
+    assert run(kubeconfig, "reconcile").code == 0
+    assert api.annotations("a") == OURS  # held by us, as every node
+
+    pinned = run(kubeconfig, "pin", "a")
+
+    assert pinned.code == 0, pinned.stderr
+    assert pinned.lines == [
+        f"node/a: pinned {KEY}",
+        f"pin {KEY}; 1 nodes: 1 pinned, 0 unchanged",
+    ]
+    assert api.annotations("a") == PINNED_KEY  # ours no more: the person's
+    api.advance_clock(HOLD)
+    ended = run(kubeconfig, "reconcile")
+    assert ended.code == 0, ended.stderr
+    assert api.annotations("b") == {} and api.annotations("young") == {}
+    assert api.annotations("a") == PINNED_KEY
+    assert "1 pinned" in ended.lines[-1]
+    assert run(kubeconfig, "release").code == 0
+    assert api.annotations("a") == PINNED_KEY
+    # status shows it, in text and JSON.
+    text = run(kubeconfig, "status")
+    rows = {line.split()[0]: line for line in text.lines if line.startswith(("a ", "b "))}
+    assert "pinned" in rows["a"].split() and "pinned" not in rows["b"]
+    nodes = {n["name"]: n for n in run(kubeconfig, "status", "--output", "json").json["nodes"]}
+    assert nodes["a"]["state"] == "pinned" and nodes["a"]["annotations"] == {KEY: "pinned"}
+    # Pinning again changes nothing.
+    again = run(kubeconfig, "pin", "a")
+    assert again.lines == [f"pin {KEY}; 1 nodes: 0 pinned, 1 unchanged"]
+
+
+def test_unpin_hands_the_key_back_and_the_next_run_removes_it(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    cluster(api, a={})
+    assert run(kubeconfig, "pin", "a").code == 0
+    api.advance_clock(HOLD)
+
+    unpinned = run(kubeconfig, "unpin", "a")
+    assert unpinned.code == 0, unpinned.stderr
+    assert unpinned.lines[0] == f"node/a: unpinned {KEY}"
+    assert api.annotations("a") == OURS  # claimed again: the normal rule applies
+
+    result = run(kubeconfig, "reconcile")
+    assert result.code == 0, result.stderr
+    assert api.annotations("a") == {}  # no hold due: gone
+
+
+def test_unpin_during_a_hold_keeps_it_while_the_hold_lasts(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    cluster(api, a={KEY: "false"})  # a person's exemption, then a pin over it
+    assert run(kubeconfig, "pin", "a", "--annotation", f"{KEY},{CA_KEY}").code == 0
+    assert api.annotations("a") == {KEY: "true", CA_KEY: "true", PINNED: f"{CA_KEY},{KEY}"}
+    assert run(kubeconfig, "unpin", "a").code == 0  # only the default key
+    assert api.annotations("a") == {KEY: "true", CA_KEY: "true", PINNED: CA_KEY, MARKER: KEY}
+    assert run(kubeconfig, "reconcile").code == 0
+    assert api.annotations("a")[KEY] == "true"  # still held: the young node holds the cluster
+    api.advance_clock(HOLD)
+    assert run(kubeconfig, "reconcile", "--annotation", f"{KEY},{CA_KEY}").code == 0
+    assert api.annotations("a") == {CA_KEY: "true", PINNED: CA_KEY}  # the other pin stays
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_a_pin_made_with_kubectl_survives_where_a_plain_annotate_does_not(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """During a hold the value is already "true": kubectl says "annotated", but without the
+    pin the tool still owns the key and removes it when the hold ends."""
+    cluster(api, pinned={}, plain={})
+    assert run(kubeconfig, "reconcile").code == 0
+    kubectl = ["kubectl", "--kubeconfig", str(kubeconfig), "annotate", "node", "--overwrite"]
+    for args in (
+        ["pinned", f"{PINNED}={KEY}", f"{KEY}=true"],
+        ["plain", f"{KEY}=true"],
+    ):
+        done = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False)
+        assert done.returncode == 0 and "annotated" in done.stdout, done.stderr
+
+    during = run(kubeconfig, "reconcile")
+    assert during.code == 0, during.stderr
+    assert api.annotations("pinned") == PINNED_KEY  # the stale claim is dropped: tidied
+    assert f"node/pinned: tidied {MARKER}" in during.stdout
+    api.advance_clock(HOLD)
+    assert run(kubeconfig, "reconcile").code == 0
+    assert run(kubeconfig, "release").code == 0
+    assert api.annotations("pinned") == PINNED_KEY
+    assert api.annotations("plain") == {}  # kubectl's "annotated" changed nothing
+
+
+def test_pin_of_a_missing_node_exits_1_naming_it_and_pins_the_others(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    cluster(api, a={})
+    result = run(kubeconfig, "pin", "a", "ghost", "--output", "json")
+    assert result.code == 1
+    assert result.stderr.strip() == "node-holder: error: 1 node(s) not found: ghost"
+    assert api.annotations("a") == PINNED_KEY
+    first, last = json.loads(result.lines[0]), result.json
+    assert first["node"] == "a" and first["action"] == "pin" and first["result"] == "patched"
+    assert last["errors"] == ["node/ghost: not found"] and last["summary"]["pinned"] == 1
+    text = run(kubeconfig, "unpin", "ghost")
+    assert text.code == 1 and "node/ghost: not found" in text.lines
+
+
+def test_pin_dry_run_prints_the_patch_and_writes_nothing(api: ApiServer, kubeconfig: Path) -> None:
+    cluster(api, a=dict(OURS))
+    result = run(kubeconfig, "pin", "a", "--dry-run")
+    body = {"metadata": {"annotations": {PINNED: KEY, MARKER: None}, "resourceVersion": "1"}}
+    body["metadata"]["resourceVersion"] = api.get_node("a")["metadata"]["resourceVersion"]
+    assert result.code == 0, result.stderr
+    assert result.lines == [
+        f"node/a: would pin {KEY} {json.dumps(body, separators=(',', ':'))}",
+        f"pin {KEY}; 1 nodes: 1 would be pinned, 0 unchanged",
+    ]
+    assert api.writes() == []
+
+
+def test_pin_reads_again_and_decides_again_after_a_conflict(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """A person's edit between the list and the pin's patch: 409, read again, pin what is
+    there now, and keep the person's edit."""
+    cluster(api, a={})
+    edited: list[bool] = []
+
+    def person(req: RequestInfo) -> None:
+        if req.method == "PATCH" and req.path == "/api/v1/nodes/a" and not edited:
+            edited.append(True)
+            api.set_annotation("a", "team", "x")
+
+    api.on_request(person)
+    result = run(kubeconfig, "pin", "a")
+    assert result.code == 0, result.stderr
+    assert result.lines[0] == f"node/a: pinned {KEY} (after 1 conflict(s))"
+    assert api.annotations("a") == {**PINNED_KEY, "team": "x"}
+    assert [w.status for w in api.writes()] == [409, 200]
