@@ -395,7 +395,7 @@ def _stamped(
             # runs, a crash) must not shorten. Every node of the window gets the stamp.
             free_until = now + hold.hold_duration
         if free_until is not None:  # no hold during the free period: the last one ended
-            until = min(until, free_until - hold.hold_duration)
+            until = min(until, free_until - hold.hold_duration, now)
     return replace(
         window,
         held=until is not None and now < until and free_until is None,
@@ -477,8 +477,9 @@ def decide_node(
         changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
     context = _Context(window, hold, mode, now)
     ignored = _ignored(node, context)
-    holding = any(_known(k, hold) for k in owned)
-    changes.update(_bookkeeping(node, context, owned=holding, ignored=ignored))
+    before = any(s is KeyState.OURS and _known(k, hold) for k, s in states)
+    after = any(_known(k, hold) for k in owned)
+    changes.update(_bookkeeping(node, context, held=(before, after), ignored=ignored))
     if not changes:
         return decision
     patch = NodePatch(
@@ -563,23 +564,27 @@ def _ignored(node: NodeView, ctx: _Context) -> dict[str, str]:
 
 
 def _bookkeeping(
-    node: NodeView, ctx: _Context, *, owned: bool, ignored: Mapping[str, str]
+    node: NodeView, ctx: _Context, *, held: tuple[bool, bool], ignored: Mapping[str, str]
 ) -> dict[str, str | None]:
     """The --max-hold stamps: set with the hold, removed with it, once stale or when
     this tool could not have written them (`ignored`).
 
-    `owned`: the node carries a hold of ours after this run.
+    `held`: the node carries a hold of ours before and after this run. A hold-started
+    counts only where it came with our hold: a new hold writes the stretch's start.
     """
     window, hold, mode = ctx.window, ctx.hold, ctx.mode
     annotations = node.annotations
     if hold.max_hold is None and HOLD_STARTED not in annotations and FREE_UNTIL not in annotations:
         return {}  # the common case, for every node of every run: nothing to stamp
     changes: dict[str, str | None] = {}
+    before, owned = held
     keep_started = owned and hold.max_hold is not None and mode is Mode.RECONCILE
-    has_started = HOLD_STARTED in annotations and HOLD_STARTED not in ignored
+    started = annotations.get(HOLD_STARTED)
+    has_started = started is not None and before and HOLD_STARTED not in ignored
     if keep_started and not has_started and window.stretch_start:
-        changes[HOLD_STARTED] = _iso(window.stretch_start)
-    elif HOLD_STARTED in annotations and not (keep_started and has_started):
+        if started != _iso(window.stretch_start):
+            changes[HOLD_STARTED] = _iso(window.stretch_start)
+    elif started is not None and not (keep_started and has_started):
         changes[HOLD_STARTED] = None
     changes.update(_free_stamp(node, ctx, owned=owned, ignored=FREE_UNTIL in ignored))
     return changes

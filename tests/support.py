@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from reconcile.decide import NodePatch
@@ -48,15 +49,8 @@ def merge(annotations: Mapping[str, str], patch: NodePatch) -> dict[str, str]:
 
 
 def with_annotations(view: NodeView, annotations: Mapping[str, str]) -> NodeView:
-    return NodeView(
-        name=view.name,
-        created=view.created,
-        resource_version=str(int(view.resource_version or "0") + 1),
-        uid=view.uid,
-        deleting=view.deleting,
-        labels=view.labels,
-        annotations=dict(annotations),
-    )
+    rv = str(int(view.resource_version or "0") + 1)
+    return replace(view, resource_version=rv, annotations=dict(annotations))
 
 
 def apply_plan(nodes: list[NodeView], patches: tuple[NodePatch, ...]) -> list[NodeView]:

@@ -4,7 +4,9 @@ The model applies each plan's merge patches the way the API server does, then
 checks the contract: held means every selected node carries the annotation;
 released means none carries one of ours; annotations set by others never
 change; a second run with nothing new makes no patch; a hold-and-release cycle
-restores every annotation exactly.
+restores every annotation exactly; a person's pins are never touched; a claim whose
+key is still "true" is never dropped; nothing is dated after now (nodes from a
+skewed server, forged stamps).
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from reconcile.decide import KeyState, Mode, decide, key_state
-from reconcile.nodes import NodeView, claimed_keys
+from reconcile.nodes import NodeView, claimed_keys, pinned_keys
 from reconcile.selectors import parse_selector
 from reconcile.settings import (
+    FREE_UNTIL,
+    HOLD_STARTED,
     HOLD_VALUE,
+    KNOWN_HOLD_KEYS,
     OWN_ANNOTATIONS,
     OWNERSHIP_MARKER,
+    PINNED,
     HoldSettings,
     Scope,
 )
@@ -29,24 +35,37 @@ from tests.support import T0, apply_plan
 KEY = "karpenter.sh/do-not-disrupt"
 CA_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 OLD_KEY = "karpenter.sh/do-not-consolidate"
+CUSTOM = "example.com/hold"  # configured only sometimes: claims on it may outlive a run
 POOL = "karpenter.sh/nodepool"
-HOLD_KEYS = (KEY, CA_KEY, OLD_KEY)
+HOLD_KEYS = (KEY, CA_KEY, OLD_KEY, CUSTOM)
 
 values = st.sampled_from(["true", "false", "", "True", "1"])
-marker_values = st.lists(st.sampled_from(HOLD_KEYS), max_size=3).map(",".join)
+key_lists = st.lists(st.sampled_from(HOLD_KEYS), max_size=3).map(",".join)
+#: Our stamps as a run writes them, and as a skewed server, a forger or a typo leaves them.
+stamps = st.one_of(
+    st.integers(-6 * 3600, 40 * 24 * 3600).map(
+        lambda s: (T0 + timedelta(seconds=s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ),
+    st.sampled_from(["", "yesterday", "2026-11-22T12:00:00+00:00"]),
+)
+OWN_VALUES = {
+    OWNERSHIP_MARKER: key_lists,
+    PINNED: key_lists,
+    HOLD_STARTED: stamps,
+    FREE_UNTIL: stamps,
+}
 annotation_maps = st.dictionaries(
-    st.sampled_from([*HOLD_KEYS, "team", "example.com/note", OWNERSHIP_MARKER]),
+    st.sampled_from([*HOLD_KEYS, "team", "example.com/note", *OWN_VALUES]),
     values,
-    max_size=4,
+    max_size=5,
 ).flatmap(
-    lambda a: (
-        marker_values.map(lambda m: {**a, OWNERSHIP_MARKER: m})
-        if OWNERSHIP_MARKER in a
-        else st.just(a)
+    lambda a: st.fixed_dictionaries(
+        {k: OWN_VALUES[k] if k in OWN_VALUES else st.just(v) for k, v in a.items()}
     )
 )
 label_maps = st.dictionaries(st.just(POOL), st.sampled_from(["a", "b", ""]), max_size=1)
-ages = st.integers(min_value=-60, max_value=4 * 3600).map(lambda s: timedelta(seconds=s))
+#: Negative: created ahead of now, as through an API server whose clock runs ahead.
+ages = st.integers(min_value=-3 * 3600, max_value=4 * 3600).map(lambda s: timedelta(seconds=s))
 
 hold_settings = st.builds(
     HoldSettings,
@@ -64,28 +83,38 @@ hold_settings = st.builds(
 @st.composite
 def clusters(draw: st.DrawFn) -> list[NodeView]:
     count = draw(st.integers(min_value=0, max_value=12))
-    return [
-        NodeView(
-            name=f"node-{i}",
-            created=T0 - draw(ages),
-            resource_version=str(i + 1),
-            uid=f"uid-{i}",
-            deleting=draw(st.booleans().map(lambda b: b and draw(st.integers(0, 4)) == 0)),
-            labels=draw(label_maps),
-            annotations=draw(annotation_maps),
+    nodes = []
+    for i in range(count):
+        labels = draw(label_maps)
+        nodes.append(
+            NodeView(
+                name=f"node-{i}",
+                created=T0 - draw(ages),
+                resource_version=str(i + 1),
+                uid=f"uid-{i}",
+                deleting=draw(st.booleans().map(lambda b: b and draw(st.integers(0, 4)) == 0)),
+                labels=labels,
+                annotations=draw(annotation_maps),
+                # A Karpenter NodeClaim's node before its NodePool label arrives.
+                registering=POOL not in labels and draw(st.integers(0, 3)) == 0,
+            )
         )
-        for i in range(count)
-    ]
+    return nodes
 
 
 def foreign(view: NodeView) -> dict[str, str]:
     """Everything on the node that is not ours: must survive every run untouched."""
-    claimed = claimed_keys(view.annotations)
+    claimed, pinned = claimed_keys(view.annotations), pinned_keys(view.annotations)
     return {
         k: v
         for k, v in view.annotations.items()
-        if k != OWNERSHIP_MARKER and key_state(view.annotations, k, claimed) is not KeyState.OURS
+        if k not in (OWNERSHIP_MARKER, HOLD_STARTED, FREE_UNTIL)
+        and key_state(view.annotations, k, claimed, pinned) is not KeyState.OURS
     }
+
+
+def known(key: str, hold: HoldSettings) -> bool:
+    return key in hold.annotations or key in KNOWN_HOLD_KEYS
 
 
 def held_as_expected(
@@ -112,14 +141,15 @@ def test_one_run_reaches_the_desired_state_and_keeps_foreign_annotations(
             assert view.annotations == before.annotations  # never patched
             continue
         # ...and are never claimed; every claim left is backed by our value.
-        claimed = claimed_keys(view.annotations)
+        claimed, pinned = claimed_keys(view.annotations), pinned_keys(view.annotations)
         assert not (claimed & set(foreign(before)))
+        assert not (claimed & pinned)
         assert all(view.annotations.get(key) == HOLD_VALUE for key in claimed)
         if held_as_expected(view, held_windows, hold, decision.window):
-            assert all(key in view.annotations for key in hold.annotations)
-        else:
-            assert claimed == set()
-            assert OWNERSHIP_MARKER not in view.annotations
+            assert all(key in view.annotations or key in pinned for key in hold.annotations)
+        else:  # released: what stays claimed is a key this run may not remove
+            assert all(not known(key, hold) for key in claimed)
+            assert claimed or OWNERSHIP_MARKER not in view.annotations
     # Idempotent: the next run at the same moment has nothing to do.
     assert decide(after, now, hold).patches == ()
 
@@ -136,6 +166,7 @@ def test_patches_are_minimal_and_touch_only_our_keys(
         assert not by_name[patch.node].deleting
         for key, value in patch.changes:
             assert key in (*hold.annotations, *OWN_ANNOTATIONS) or key in claimed_keys(before)
+            assert key != PINNED  # a person's, never written by reconcile or release
             assert before.get(key) != value  # every change changes something
         assert patch.resource_version == by_name[patch.node].resource_version
 
@@ -182,6 +213,8 @@ def test_never_released_while_a_young_trigger_node_exists(
             if not n.deleting
             and hold.trigger_selector.matches(n.labels)
             and n.created + hold.hold_duration > T0
+            # a Karpenter node before its NodePool label never holds the unlabelled group
+            and not (hold.scope is Scope.GROUP and n.registering)
         ]
         assert window.held == bool(young)
 
@@ -216,3 +249,60 @@ def test_a_new_node_during_a_hold_costs_exactly_one_write(
     selected = hold.node_selector.matches(newcomer.labels)
     assert plan.held
     assert [p.node for p in plan.patches] == (["newcomer"] if selected else [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(nodes=clusters(), hold=hold_settings, mode=st.sampled_from([Mode.RECONCILE, Mode.RELEASE]))
+def test_pinned_keys_and_their_annotation_are_never_changed(
+    nodes: list[NodeView], hold: HoldSettings, mode: Mode
+) -> None:
+    by_name = {n.name: n for n in nodes}
+    plan = decide(nodes, T0, hold, mode)
+    for patch in plan.patches:
+        before = by_name[patch.node].annotations
+        changed = {key for key, _ in patch.changes}
+        assert PINNED not in changed
+        assert not (changed & pinned_keys(before)), (patch, before)
+    for view in apply_plan(nodes, plan.patches):
+        if not view.deleting:  # never patched: whatever it carries stays
+            assert not (claimed_keys(view.annotations) & pinned_keys(view.annotations))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    nodes=clusters(),
+    hold=hold_settings,
+    mode=st.sampled_from([Mode.RECONCILE, Mode.RELEASE]),
+    later=ages,
+)
+def test_a_claim_still_true_is_never_dropped(
+    nodes: list[NodeView], hold: HoldSettings, mode: Mode, later: timedelta
+) -> None:
+    """Kept, or removed together with its key; and never removed when this run may not."""
+    after = apply_plan(nodes, decide(nodes, T0 + abs(later), hold, mode).patches)
+    for before, view in zip(nodes, after, strict=True):
+        pinned = pinned_keys(before.annotations)
+        for key in claimed_keys(before.annotations) - pinned:
+            if before.annotations.get(key) != HOLD_VALUE:
+                continue
+            assert key in claimed_keys(view.annotations) or key not in view.annotations
+            if not known(key, hold):
+                assert view.annotations.get(key) == HOLD_VALUE
+                assert key in claimed_keys(view.annotations)
+
+
+@settings(max_examples=300, deadline=None)
+@given(nodes=clusters(), hold=hold_settings, later=ages)
+def test_nothing_is_dated_after_now(
+    nodes: list[NodeView], hold: HoldSettings, later: timedelta
+) -> None:
+    """No node's age, no window's youngest node or stretch starts after now, and a hold
+    that is not on has not ended in the future: whatever the clocks and stamps say."""
+    now = T0 + abs(later)
+    plan = decide(nodes, now, hold)
+    assert all(d.created <= now for d in plan.decisions)
+    for window in plan.windows:
+        assert window.youngest_created is None or window.youngest_created <= now
+        assert window.stretch_start is None or window.stretch_start <= now
+        if not window.held and window.hold_until is not None:
+            assert window.hold_until <= now, window
