@@ -1,7 +1,8 @@
 """`--max-hold` over time: a hypothesis state machine with nodes coming and going.
 
-Nodes arrive and are deleted (spot interruptions, expiry, Karpenter itself) during long
-stretches; runs crash half-way (patches dropped), are missed, or run twice at once. After
+Nodes arrive (some created through an API server whose clock runs hours ahead) and are
+deleted (spot interruptions, expiry, Karpenter itself) during long stretches; runs crash
+half-way (patches dropped), are missed, or run twice at once. After
 every clean run the bound is checked on what the API test server holds: no node carries
 our hold continuously for longer than --max-hold, and after a stretch the cap ended, no
 hold starts again for one hold duration, unless every node carrying that free period was
@@ -66,6 +67,14 @@ class MaxHold(RuleBasedStateMachine):
         for _ in range(count):
             self.names += 1
             self.api.add_node(f"n{self.names}", created=self.api.now(), eks=False)
+
+    @rule(hours=st.integers(1, 3))
+    def a_node_from_a_skewed_server(self, hours: int) -> None:
+        """Created "in the future": its stretch still starts no later than the run that
+        sees it, so the cap counts from there."""
+        self.names += 1
+        created = self.api.now() + timedelta(hours=hours)
+        self.api.add_node(f"n{self.names}", created=created, eks=False)
 
     @rule(data=st.data())
     def a_node_goes_away(self, data: st.DataObject) -> None:

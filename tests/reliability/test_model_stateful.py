@@ -1,20 +1,24 @@
 """A model-based (stateful) property test through the API test server.
 
-Hypothesis drives random sequences of: nodes added (young or old, with or without
-people's annotations), deleted or marked deleting; people editing annotations, at
-rest or in the middle of a run (between our list and our patch); clock steps;
-injected faults (throttling, 5xx, resets, slow answers that land late, conflicts,
-expired continue tokens, 403); and runs of the real `run_once` over HTTP.
+Hypothesis drives random sequences of: nodes added (young, old, or created ahead of the
+server's clock as through a skewed API server; with or without people's annotations),
+deleted or marked deleting; people editing annotations, at rest or in the middle of a
+run (between our list and our patch), and pinning or unpinning nodes with
+`node-holder pin`/`unpin`; clock steps; injected faults (throttling, 5xx, resets, slow
+answers that land late, conflicts, expired continue tokens, 403); and runs of the real
+`run_once` over HTTP.
 
 The oracle is a pure model of who set what: for each node, the annotations people
 set, and whether the tool's hold annotation is on it. After every step:
 - annotations set by others are exactly as they set them (never altered or removed);
 - the tool's annotation never appears without its marker, and a marker that claims a
   missing or changed annotation only exists after a person changed ours;
+- a pinned key and `node-holder.dev/pinned` are a person's: no run changes them;
 after every run:
 - a node gained the hold only while held, and lost it only while released (so the
   cluster is never released while a non-deleting node younger than the hold exists);
 - stored writes went only to nodes whose state required one, at most one per node;
+- no node's age and no window's youngest node or stretch is dated after now;
 after the faults stop, one run reaches exactly the desired state with exactly one
 write per node that needed one.
 """
@@ -39,6 +43,7 @@ from hypothesis.stateful import (
 )
 
 from reconcile.client import Client
+from reconcile.decide import Mode
 from reconcile.nodes import claimed_keys
 from reconcile.read import ListFailed
 from reconcile.retry import Backoff
@@ -56,7 +61,16 @@ FAULTY_TIMEOUT = 0.1  # --request-timeout while faults are armed
 SLOW = 0.2  # longer than FAULTY_TIMEOUT: we give up, the server still handles it
 CLEAN_TIMEOUT = 10.0  # once the faults stop: no request may time out on a busy machine
 
-AGES = [timedelta(0), timedelta(minutes=1), HOLD - timedelta(seconds=1), HOLD, timedelta(hours=3)]
+PINNED = "node-holder.dev/pinned"
+#: Negative: created ahead of the server's clock (a node created through a skewed server).
+AGES = [
+    timedelta(0),
+    timedelta(minutes=1),
+    HOLD - timedelta(seconds=1),
+    HOLD,
+    timedelta(hours=3),
+    -timedelta(hours=3),
+]
 STEPS = [timedelta(seconds=1), timedelta(minutes=5), HOLD - timedelta(seconds=1), HOLD]
 START = [{}, {"team": "a"}, {KEY: "false"}, {KEY: "true"}, {KEY: "true", "team": "b"}]
 KEYS = ["team", "owner", KEY, KEY]
@@ -240,6 +254,38 @@ class NodeHolder(RuleBasedStateMachine):
 
         self.race_hooks.append(self.api.on_request(hook))
 
+    # --- a person pins or unpins a node (`node-holder pin`, the person's credentials) ----
+
+    @rule(data=st.data())
+    def a_person_pins_or_unpins(self, data: st.DataObject) -> None:
+        if not self.model:
+            return
+        self.stop_faults()
+        name = data.draw(st.sampled_from(sorted(self.model)), label="node")
+        mode = data.draw(st.sampled_from([Mode.PIN, Mode.UNPIN]), label="command")
+        run = replace(RUN, only=(name,), events=False)
+        result = run_once(self.clean_kube, HoldSettings(), run, mode=mode, backoff=FAST)
+        assert result.ok and not result.missing, result.errors
+        node = self.model[name]
+        found = self.api.annotations(name)
+        if node.deleting:  # never patched
+            return
+        if mode is Mode.PIN:  # the key is the person's now, "true" whatever it was
+            node.people.update({KEY: "true", PINNED: KEY})
+            node.ours = node.stale = False
+        elif PINNED in node.people:  # back to the normal rule: "true" is claimed again
+            del node.people[PINNED]
+            if node.people.get(KEY) == "true":
+                del node.people[KEY]
+                node.ours = True
+        assert found == {**node.people, **({KEY: "true", MARKER: KEY} if node.ours else {})}
+
+    def stop_faults(self) -> None:
+        self.api.clear_faults()
+        for hook in self.race_hooks:
+            self.api.remove_hook(hook)
+        self.race_hooks.clear()
+
     # --- runs: each step is one CronJob minute ---------------------------------------
 
     @rule(data=st.data())
@@ -256,10 +302,7 @@ class NodeHolder(RuleBasedStateMachine):
         """Some changes, no faults any more: one run reaches exactly the desired state."""
         for _ in range(data.draw(st.integers(0, 2), label="changes")):
             self.something_changes(data)
-        self.api.clear_faults()
-        for hook in self.race_hooks:
-            self.api.remove_hook(hook)
-        self.race_hooks.clear()
+        self.stop_faults()
         held = self.held()
         needed = {n for n in self.model if self.api.annotations(n) != self.desired(n, held)}
 
@@ -288,6 +331,10 @@ class NodeHolder(RuleBasedStateMachine):
             assert {n: self.api.annotations(n) for n in self.model} == before
         else:
             assert result.plan.held == held
+            now = result.plan.now  # nothing dated after it, whatever the nodes' clocks said
+            assert all(d.created <= now for d in result.plan.decisions)
+            assert all((w.youngest_created or now) <= now for w in result.plan.windows)
+            assert all((w.stretch_start or now) <= now for w in result.plan.windows)
         assert set(stored) <= needed, f"wrote {set(stored) - needed}, which needed nothing"
         assert all(count == 1 for count in stored.values()), stored
         self.check_transitions(held)
