@@ -547,17 +547,10 @@ class _Context:
 def _ignored(node: NodeView, ctx: _Context) -> dict[str, str]:
     """The --max-hold stamps on this node that this tool could not have written, and why:
     they are ignored by the decision and removed."""
-    if ctx.now is None or (
-        HOLD_STARTED not in node.annotations and FREE_UNTIL not in node.annotations
-    ):
-        return {}
     found = {}
     for key in (HOLD_STARTED, FREE_UNTIL):
-        why = (
-            _bad_stamp(key, node.annotations[key], ctx.now, ctx.hold)
-            if key in node.annotations
-            else None
-        )
+        raw = node.annotations.get(key)
+        why = _bad_stamp(key, raw, ctx.now, ctx.hold) if raw is not None and ctx.now else None
         if why:
             found[key] = why
     return found
@@ -632,7 +625,7 @@ def _transitions(
         window = windows[name]
         adds = [d for d in group if d.patch and d.patch.added]
         removes = [d for d in group if d.patch and d.patch.removed]
-        already = any(s is KeyState.OURS for d in group for _, s in d.keys)
+        already = any(s is KeyState.OURS and _known(k, hold) for d in group for k, s in d.keys)
         anchor = window.youngest or (adds or removes or group)[0].node
         until = _iso(window.hold_until) if window.hold_until else "-"
         if mode is Mode.RECONCILE and window.held and adds:

@@ -31,32 +31,33 @@ def _body(patch: NodePatch) -> str:
 
 
 def _what(patch: NodePatch, past: bool) -> str:
-    """Every key a patch adds and removes, e.g. `add a, remove b` / `added a, removed b`."""
+    """Every key a patch adds and removes, e.g. `add a, remove b` / `added a, removed b`,
+    and the stamps it removes because this tool could not have written them."""
     verbs = (
         ("pinned", "unpinned", "added", "removed") if past else ("pin", "unpin", "add", "remove")
     )
     keys = (patch.pinned, patch.unpinned, patch.added, patch.removed)
     parts = [f"{verb} {_keys(k)}" for verb, k in zip(verbs, keys, strict=True) if k]
-    if parts:
-        return ", ".join(parts)
-    if patch.action == "disown":
+    if not parts and patch.action == "disown":
         verb = "dropped" if past else "drop"
-        return f"{verb} ownership of {_keys(patch.disowned)} (changed or removed by someone else)"
-    verb = "tidied" if past else "tidy"
-    return f"{verb} {_keys(tuple(k for k, _ in patch.changes))}"
+        parts = [
+            f"{verb} ownership of {_keys(patch.disowned)} (changed or removed by someone else)"
+        ]
+    elif not parts:
+        parts = [f"{'tidied' if past else 'tidy'} {_keys(tuple(k for k, _ in patch.changes))}"]
+    return ", ".join(parts) + "".join(f"; ignored {why}" for why in patch.ignored)
 
 
 def patch_line(patch: NodePatch, result: NodeResult | None, dry_run: bool) -> str:
     """`node/x: would add karpenter.sh/do-not-disrupt {...}` and friends."""
-    what = _what(patch, past=False) + "".join(f"; ignored {why}" for why in patch.ignored)
+    what = _what(patch, past=False)
     if dry_run:
         return f"node/{patch.node}: would {what} {_body(patch)}"
     assert result is not None
     match result.outcome:
         case Outcome.PATCHED:
             extra = f" (after {result.conflicts} conflict(s))" if result.conflicts else ""
-            notes = "".join(f"; ignored {why}" for why in result.patch.ignored)
-            return f"node/{patch.node}: {_what(result.patch, past=True)}{extra}{notes}"
+            return f"node/{patch.node}: {_what(result.patch, past=True)}{extra}"
         case Outcome.SETTLED:
             return f"node/{patch.node}: changed by someone else meanwhile; nothing left to do"
         case Outcome.GONE:
@@ -363,7 +364,6 @@ def status_rows(plan: Plan) -> list[dict[str, Any]]:
                 "annotations": {k: str(s) for k, s in d.keys},
                 "next": nxt,
             }
-            | ({"ignored": list(d.patch.ignored)} if d.patch and d.patch.ignored else {})
         )
     return rows
 

@@ -23,6 +23,8 @@ CATEGORIES = (
     "switched",
     "disowned",
     "tidied",
+    "pinned",
+    "unpinned",
     "failed",
     "unchanged",
     "heldByOthers",
