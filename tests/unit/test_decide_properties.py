@@ -251,7 +251,7 @@ def test_a_new_node_during_a_hold_costs_exactly_one_write(
     assert [p.node for p in plan.patches] == (["newcomer"] if selected else [])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(nodes=clusters(), hold=hold_settings, mode=st.sampled_from([Mode.RECONCILE, Mode.RELEASE]))
 def test_pinned_keys_and_their_annotation_are_never_changed(
     nodes: list[NodeView], hold: HoldSettings, mode: Mode
@@ -268,7 +268,7 @@ def test_pinned_keys_and_their_annotation_are_never_changed(
             assert not (claimed_keys(view.annotations) & pinned_keys(view.annotations))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     nodes=clusters(),
     hold=hold_settings,
@@ -291,7 +291,7 @@ def test_a_claim_still_true_is_never_dropped(
                 assert key in claimed_keys(view.annotations)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(nodes=clusters(), hold=hold_settings, later=ages)
 def test_nothing_is_dated_after_now(
     nodes: list[NodeView], hold: HoldSettings, later: timedelta
