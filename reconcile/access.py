@@ -19,7 +19,11 @@ Every failure is a `ConfigError` (exit 2) naming the setting and a fix, raised b
 request: a missing context, a credential plugin (`exec`) that is missing, fails, prints
 something other than an ExecCredential or does not finish within the run's `--timeout`,
 certificate data that is not base64, certificate files that do not exist or do not load.
-The plugin runs once per run (a run is shorter than any token it hands out).
+An exec plugin's token is used, as by client-go, until its `expirationTimestamp` (renewed up
+to AUTH_REFRESH_SECONDS early: the client keeps headers that long), then the plugin runs again;
+after a 401 it runs once more. A renewal that fails mid-run is logged and the last token kept
+(the API server then says whether it still works). A client certificate from a plugin is
+used for the whole run.
 
 The kubeconfig is read here rather than by the official client's loader because importing
 `kubernetes` costs about 0.3 s, a third of a steady run at 5,000 nodes (docs/performance.md);
@@ -43,9 +47,11 @@ import signal
 import ssl
 import subprocess
 import tempfile
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -54,7 +60,7 @@ from urllib.request import getproxies
 import urllib3
 import yaml
 
-from reconcile.client import Connection, Credentials, anonymous, redact
+from reconcile.client import AUTH_REFRESH_SECONDS, Connection, Credentials, anonymous, redact
 from reconcile.settings import ClusterAccess, ConfigError
 
 log = logging.getLogger(__name__)
@@ -334,7 +340,7 @@ def _user_credentials(
 
 def _static(headers: Mapping[str, str]) -> Credentials:
     fixed = dict(headers)
-    return lambda: fixed
+    return lambda renew=False: fixed
 
 
 def _bearer(token: str) -> Credentials:
@@ -351,7 +357,7 @@ def _token_file(path: Path, what: str, fix: str) -> Credentials:
         raise ConfigError(f"{what} {path} does not exist or is empty; {fix}")
     last = {"authorization": f"Bearer {token}"}
 
-    def current() -> dict[str, str]:
+    def current(renew: bool = False) -> dict[str, str]:
         nonlocal last
         fresh = _read_token(path)
         if fresh:
@@ -371,10 +377,11 @@ def _read_token(path: Path) -> str:
 def _from_plugin(
     spec: Mapping[str, Any], base: Path, timeout: float, cluster: Mapping[str, Any]
 ) -> tuple[Credentials, dict[str, str]]:
-    told = cluster if spec.get("provideClusterInfo") else None
-    status = run_exec_plugin(spec, str(base), timeout, told)
+    plugin = _Plugin(spec, str(base), cluster if spec.get("provideClusterInfo") else None)
+    plugin.ends = time.monotonic() + timeout
+    status = plugin.run()
     if status.get("token"):
-        return _bearer(str(status["token"])), {}
+        return plugin, {}
     for key in ("clientCertificateData", "clientKeyData"):
         if not isinstance(status.get(key), str):
             raise _plugin_error(spec, "printed no token nor certificate")
@@ -382,6 +389,45 @@ def _from_plugin(
         "cert_file": _private_file(status["clientCertificateData"].encode()),
         "key_file": _private_file(status["clientKeyData"].encode()),
     }
+
+
+@dataclass
+class _Plugin:
+    """An exec plugin's token, run again once it expires or after a 401 (as client-go)."""
+
+    spec: Mapping[str, Any]
+    cwd: str
+    cluster: Mapping[str, Any] | None
+    ends: float = 0.0  # the run's deadline (monotonic): no plugin run outlasts it
+    headers: dict[str, str] = field(default_factory=dict)
+    expires: datetime | None = None
+
+    def run(self) -> dict[str, Any]:
+        timeout = max(self.ends - time.monotonic(), 0.1)
+        status = run_exec_plugin(self.spec, self.cwd, timeout, self.cluster)
+        stamp = status.get("expirationTimestamp")
+        try:
+            self.expires = datetime.fromisoformat(str(stamp)) if stamp else None
+            if self.expires is not None and self.expires.tzinfo is None:
+                raise ValueError(stamp)
+        except ValueError:
+            raise _plugin_error(
+                self.spec, f"printed an expirationTimestamp that is not RFC 3339: {stamp!r}"
+            ) from None
+        if status.get("token"):
+            self.headers = {"authorization": f"Bearer {status['token']}"}
+        elif self.headers:  # mid-run: a certificate instead of a token is no renewal
+            raise _plugin_error(self.spec, "printed no token")
+        return status
+
+    def __call__(self, renew: bool = False) -> dict[str, str]:
+        left = self.expires.timestamp() - time.time() if self.expires else float("inf")
+        if renew or left <= AUTH_REFRESH_SECONDS:
+            try:
+                self.run()
+            except ConfigError as exc:
+                log.warning("%s; the last token is used", exc)
+        return self.headers
 
 
 def run_exec_plugin(
