@@ -280,19 +280,25 @@ def _tls_files(cluster: _Entry, user: _Entry) -> dict[str, str | None]:
 
 
 def _file_or_data(entry: _Entry, where: str, key: str) -> str | bytes | None:
-    """`key-data` decoded (bytes), else the path of `key` (str), else None; named errors."""
+    """`key-data` decoded (bytes), else the path of `key` (str), else None; named errors.
+
+    As kubectl reads them: base64 wrapped in lines (other tools write 76 columns) is one
+    value, any other space is not base64; both forms at once, or `~` in a path (kubectl does
+    not expand it), are refused.
+    """
     data, path = _text(entry.value, f"{key}-data", where), _text(entry.value, key, where)
+    fix = "fix it in the kubeconfig (--kubeconfig/KUBECONFIG)"
+    if data and path:
+        raise ConfigError(f"kubeconfig {where} entry: both {key}-data and {key} are set; {fix}")
     if data:
         try:
-            return base64.b64decode(str(data), validate=True)
+            return base64.b64decode(data.replace("\r", "").replace("\n", ""), validate=True)
         except (binascii.Error, ValueError):
-            raise ConfigError(
-                f"kubeconfig {where} entry: {key}-data is not base64; "
-                "fix it in the kubeconfig (--kubeconfig/KUBECONFIG)"
-            ) from None
+            problem = f"kubeconfig {where} entry: {key}-data is not base64"
+            raise ConfigError(f"{problem}; {fix}") from None
     if not path:
         return None
-    full = entry.base / Path(str(path)).expanduser()
+    full = entry.base / path
     if not full.is_file():
         raise ConfigError(
             f"kubeconfig {where} entry: {key} file {full} does not exist; "
@@ -329,7 +335,7 @@ def _user_credentials(
     if token:
         return _bearer(token.strip()), {}
     if token_file:
-        path = user.base / Path(token_file).expanduser()
+        path = user.base / token_file  # as kubectl: relative to the kubeconfig, no `~`
         return _token_file(path, "kubeconfig user entry: tokenFile", "fix the path"), {}
     if spec.get("exec"):
         return _from_plugin(spec["exec"], user.base, timeout, cluster)
