@@ -81,14 +81,17 @@ def _digits(n: int) -> str:
 class Duration(SettingType):
     name = "duration"
 
-    def __init__(self, bounds: s.DurationRange = s.HOLD_RANGE, optional: bool = False) -> None:
+    def __init__(
+        self, bounds: s.DurationRange, optional: bool = False, bare_minutes: bool = False
+    ) -> None:
         self.bounds = bounds
         self.optional = optional
+        self.bare_minutes = bare_minutes  # the hold duration only: `HOLD_DURATION=20`
 
     def parse(self, text: str) -> timedelta | None:
         if self.optional:
             return s.parse_optional_duration(text, self.bounds)
-        return s.parse_duration(text, self.bounds)
+        return s.parse_duration(text, self.bounds, bare_minutes=self.bare_minutes)
 
     def json_schema(self) -> dict[str, Any]:
         """Plain `20m`, `2h`, `90s`, `1h30m` forms whose every match is within range."""
@@ -308,7 +311,7 @@ SETTINGS: tuple[Setting, ...] = (
         "hold_duration",
         "--hold-duration",
         "HOLD_DURATION",
-        Duration(s.HOLD_RANGE),
+        Duration(s.HOLD_RANGE, bare_minutes=True),
         "20m",
         "Hold while the youngest node is younger than this: 90s, 20m, 1h30m, PT20M, or a bare "
         "number of minutes; from 1s to 7d (longer is almost surely a mistake).",

@@ -123,7 +123,7 @@ def parse_compare(text: str, base: HoldSettings) -> list[HoldSettings]:
 
 def _compare_duration(text: str, where: str, what: str = "hold duration") -> timedelta:
     try:
-        return parse_duration(text)
+        return parse_duration(text, bare_minutes=what == "hold duration")
     except ValueError as exc:
         raise ConfigError(
             f"{where}: {what} {text!r} {exc}; use e.g. --compare {COMPARE_EXAMPLE}"

@@ -151,7 +151,7 @@ def reconcile(kubeconfig: Path, *args: str, env: dict[str, str] | None = None) -
         ({"HOLD_DURATION": "٢٠"}, ("HOLD_DURATION", "not a duration")),
         ({"NODE_HOLDER_WORKERS": "８"}, ("NODE_HOLDER_WORKERS", "not a whole number")),  # noqa: RUF001
         ({"NODE_HOLDER_TIMEOUT": "0.0000001s"}, ("NODE_HOLDER_TIMEOUT", "shorter than 1s")),
-        ({"HOLD_MAX_DURATION": "99999999999"}, ("HOLD_MAX_DURATION", "longer than 7d")),
+        ({"HOLD_MAX_DURATION": "99999999999h"}, ("HOLD_MAX_DURATION", "longer than 7d")),
         ({"NODE_HOLDER_REQUEST_TIMEOUT": "1d"}, ("NODE_HOLDER_REQUEST_TIMEOUT", "10m")),
     ],
 )
@@ -255,6 +255,35 @@ def test_known_keys_get_no_warning(api: ApiServer, kubeconfig: Path) -> None:
     result = reconcile(kubeconfig, "--annotation", "karpenter.sh/do-not-disrupt")
     assert result.code == 0
     assert "not read by" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "env", "named"),
+    [
+        ("reconcile", (), {"NODE_HOLDER_TIMEOUT": "45"}, "--timeout (NODE_HOLDER_TIMEOUT): '45'"),
+        ("status", ("--request-timeout", "10"), {}, "--request-timeout (NODE_HOLDER_REQUEST"),
+        ("reconcile", (), {"HOLD_MAX_DURATION": "60"}, "--max-hold (HOLD_MAX_DURATION): '60'"),
+        ("release", ("--timeout", "1"), {}, "--timeout (NODE_HOLDER_TIMEOUT): '1'"),
+        ("simulate", ("-", "--interval", "1"), {}, "--interval: '1'"),
+        ("simulate", ("-", "--last", "24"), {}, "--last: '24'"),
+    ],
+)
+def test_a_duration_without_a_unit_is_refused_but_for_the_hold_duration(
+    api: ApiServer, kubeconfig: Path, command: str, args: tuple[str, ...], env, named: str
+) -> None:
+    """`HOLD_DURATION=20` is the original chart's 20 minutes; `NODE_HOLDER_TIMEOUT=45` was
+    45 minutes too, which nobody means: every other duration needs its unit."""
+    young(api, "new")
+    access = () if command == "simulate" else ("--kubeconfig", str(kubeconfig))
+
+    result = run_cli(command, *access, *args, env=env)
+
+    assert result.code == 2, result
+    line = assert_one_clear_line(result.stderr)
+    assert named in line and "has no unit" in line and "bare number" not in line, line
+    assert api.requests == []
+    held = reconcile(kubeconfig, "--output", "json", env={"HOLD_DURATION": "20"})
+    assert held.code == 0 and held.json["holdDuration"] == "20m", held
 
 
 def test_no_command_prints_help_on_stdout_and_exits_0() -> None:
