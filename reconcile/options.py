@@ -7,14 +7,17 @@ set but empty is read as empty (click would treat it as unset), and list-valued
 variables are split on commas by the parser, never on whitespace by click.
 
 Commands declare only the settings they use (`settings_for`): an environment variable of
-a setting the command does not use is never read, and its flag is refused by click.
+a setting the command does not use is never read, and its flag is refused by click. Every
+command knows every setting's variable (`check_environment`): an unknown `NODE_HOLDER_*`
+variable is a mistake (exit 2), an unknown `HOLD_*` one gets a warning.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -559,6 +562,37 @@ def settings_for(command: str) -> Decorator:
 
 def env_names(command: str) -> tuple[str, ...]:
     return tuple(BY_NAME[name].env for name in COMMANDS[command])
+
+
+#: The project's variables that are not settings: the test suite's (docs/testing.md).
+NOT_SETTINGS = ("NODE_HOLDER_REQUIRE_TOOLS", "NODE_HOLDER_E2E_KUBECONFIG")
+#: What Kubernetes sets in a pod for a Service named `node-holder...` or `hold...`.
+_SERVICE_LINK = re.compile(r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_[A-Z]+\w*)?)$")
+
+
+def check_environment(environ: Mapping[str, str]) -> list[str]:
+    """Warnings for unknown `HOLD_*` variables; ConfigError for an unknown `NODE_HOLDER_*`
+    one (`NODE_HOLDER_DRYRUN=true` would otherwise run for real), naming the closest."""
+    found = [
+        name
+        for name in sorted(environ, key=lambda n: not n.startswith("NODE_HOLDER_"))
+        if name.startswith(("NODE_HOLDER_", "HOLD_"))
+        and name not in BY_ENV
+        and name not in NOT_SETTINGS
+        and not _SERVICE_LINK.match(name)
+    ]
+    warnings = []
+    for name in found:
+        closest = difflib.get_close_matches(name, list(BY_ENV), n=1, cutoff=0)[0]
+        if name.startswith("NODE_HOLDER_"):
+            raise s.ConfigError(
+                f"{name} is not a node-holder setting (the closest is {closest}); "
+                "fix its name or unset it"
+            )
+        warnings.append(
+            f"{name} is not a node-holder setting and is ignored (the closest is {closest})"
+        )
+    return warnings
 
 
 _ENV_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
