@@ -506,6 +506,37 @@ def _iso(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "-"
 
 
+#: The most Events one run records: one per window whose hold started, grew or ended, and past
+#: this many the rest summed up in one Event per reason (a scope change once sent 1,508).
+MAX_EVENTS = 10
+
+
+def recorded_events(
+    transitions: Sequence[Transition], landed: Sequence[NodePatch]
+) -> tuple[Transition, ...]:
+    """The Events a run records: the transitions whose window had a patch land, at most
+    MAX_EVENTS; past that, the rest are summed up, one Event per reason with its node count."""
+    windows = {p.window for p in landed}
+    events = [t for t in transitions if t.window in windows]
+    if len(events) <= MAX_EVENTS:
+        return tuple(events)
+    reasons = sorted({t.reason for t in events})
+    cut = MAX_EVENTS - len(reasons)
+    summed = []
+    for reason in reasons:
+        rest = [t for t in events[cut:] if t.reason == reason]
+        names = {t.window for t in rest}
+        ended = reason == "HoldEnded"
+        nodes = sum(1 for p in landed if p.window in names and (p.removed if ended else p.added))
+        message = (
+            f"Hold {reason[4:].lower()} for {len(rest)} more windows, {nodes} node(s) in all "
+            f"(one run records at most {MAX_EVENTS} Events)"
+        )
+        if rest:
+            summed.append(Transition(reason, "", rest[0].node, rest[0].node_uid, message))
+    return (*events[:cut], *summed)
+
+
 def decide(
     nodes: Sequence[NodeView],
     now: datetime,

@@ -143,3 +143,27 @@ def test_the_free_period_after_max_hold_is_reported(api: ApiServer, kubeconfig: 
     assert window["freeUntil"] == free and window["held"] is False
     table = run(kubeconfig, "status", "--max-hold", "1h")
     assert f"free until {free}" in table.stdout
+
+
+def test_a_run_records_at_most_ten_events_and_sums_up_the_rest(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """A change of scope during a hold: every node becomes its own window, and each ends its
+    hold. One Event per window would be 60 here (1,508 in the issue's cluster)."""
+    for i in range(60):
+        add(api, f"n{i:02}", 300, {KEY: "true", MARKER: KEY})
+
+    result = run(kubeconfig, "reconcile", "--hold-scope", "node", "--output", "json")
+
+    assert result.code == 0, result.stderr
+    assert summary(result)["removed"] == 60
+    events = api.events
+    assert len(events) == len(result.json["events"]) == 10
+    assert all(e["reason"] == "HoldEnded" for e in events)
+    single, (summed,) = events[:9], events[9:]
+    assert all("removed from 1 node(s)" in e["message"] for e in single)
+    assert summed["message"] == (
+        "Hold ended for 51 more windows, 51 node(s) in all (one run records at most 10 Events)"
+    )
+    named = {e["involvedObject"]["name"] for e in events}
+    assert len(named) == 10 and named <= set(api.node_names())
