@@ -371,21 +371,10 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
         result.applied.writes if result.applied else 0,
         result.listing.clock,
     )
-    if inv.run.output is Output.JSON:
-        data = (
-            report.render_status_json(result)
-            if mode == "status"
-            else report.render_json(result, mode)
-        )
-        click.echo(json.dumps(data, separators=(",", ":")))  # one JSON line: the last
-    else:
-        lines = (
-            report.render_status_text(result)
-            if mode == "status"
-            else report.render_text(result, streamed=not result.dry_run)
-        )
-        for line in lines:
-            click.echo(line)
+    for warning in report.warnings(result, mode):
+        log.warning("%s", warning)
+    for line in report.final_lines(result, mode, as_json):
+        click.echo(line)
     applied = result.applied
     if applied is not None and applied.failed:
         if applied.fatal:

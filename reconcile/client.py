@@ -699,7 +699,7 @@ def _api_error(response: Response, verb: str, what: str, grant: str) -> ApiError
     return error_for_status(
         response.status,
         reason or _REASONS.get(response.status, "Error"),
-        message or "(no message)",
+        (message or "(no message)")[:1000],  # a line in our report, however long the answer
         retry_after=retry_after(response.headers.get("Retry-After")),
         verb=verb,
         what=what,

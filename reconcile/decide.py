@@ -106,6 +106,7 @@ class NodeDecision:
     created: datetime
     keys: tuple[tuple[str, KeyState], ...]  # state of each relevant key before the run
     patch: NodePatch | None = None
+    selected: bool = True  # matches --node-selector
 
     @property
     def state(self) -> str:
@@ -350,12 +351,8 @@ def decide_node(
     if listed:
         relevant = (*hold.annotations, *sorted(listed - set(hold.annotations)))
     states = tuple((k, key_state(node.annotations, k, claimed)) for k in relevant)
-    held = (
-        mode is Mode.RECONCILE
-        and window.held
-        and not node.deleting
-        and hold.node_selector.matches(node.labels)
-    )
+    selected = hold.node_selector.matches(node.labels)
+    held = mode is Mode.RECONCILE and window.held and not node.deleting and selected
     decision = NodeDecision(
         node=node.name,
         window=window.name,
@@ -363,6 +360,7 @@ def decide_node(
         deleting=node.deleting,
         created=node.created,
         keys=states,
+        selected=selected,
     )
     if node.deleting:
         return decision
