@@ -171,7 +171,9 @@ def status(**params: Any) -> None:
     (someone else set it to "true"), "exempt" (someone set it to "false": Karpenter may
     disrupt it) or "free". It writes nothing, so the write settings (--dry-run,
     --workers, --qps, --events) do not apply: their flags are refused and their
-    environment variables are not read.
+    environment variables are not read. With --output json it prints one whole JSON
+    document (every window, patch and node), for scripts: unlike the other commands'
+    lines, its length grows with the cluster.
     """
     hold = hold_settings(params)
     _warn_about_keys(hold.annotations)

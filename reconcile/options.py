@@ -489,8 +489,8 @@ SETTINGS: tuple[Setting, ...] = (
         "NODE_HOLDER_OUTPUT",
         Choice(s.Output),
         "text",
-        "Results on stdout: text lines, or JSON lines (one per patch as it lands, then the "
-        "whole result as the last line).",
+        "Results on stdout: text lines, or JSON lines (one per patch as it lands, then a "
+        "summary as the last line; status: one whole document).",
     ),
     Setting(
         "log_format",
