@@ -330,10 +330,13 @@ class Client:
         target = path + (f"?{urlencode(query)}" if query else "")
         payload = None if body is None else json.dumps(body, separators=(",", ":"))
         sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip", **(headers or {})}
+        seconds = self._seconds(timeout)
+        end = time.monotonic() + seconds  # both tries together
         auth = self._credentials()
-        response = self._send(method, target, payload, {**sent, **auth}, timeout, action)
+        response = self._send(method, target, payload, {**sent, **auth}, seconds, action)
         if response.status == 401 and (renewed := self._credentials(auth)) != auth:
-            response = self._send(method, target, payload, {**sent, **renewed}, timeout, action)
+            left = max(end - time.monotonic(), 0.05)
+            response = self._send(method, target, payload, {**sent, **renewed}, left, action)
         if not 200 <= response.status < 300:
             raise _api_error(response, verb, what, grant)
         return response
@@ -344,12 +347,11 @@ class Client:
         target: str,
         payload: str | None,
         headers: dict[str, str],
-        timeout: float | None,
+        seconds: float,
         action: Action | None,
     ) -> Response:
-        """Send once and read the whole answer, whatever its status."""
+        """Send once within `seconds` and read the whole answer, whatever its status."""
         verb, what, _ = action or Action()
-        seconds = self._seconds(timeout)
         with self._lock:
             self.requests += 1
         options: dict[str, Any] = {
