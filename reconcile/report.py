@@ -2,7 +2,7 @@
 
 Wording follows kube-janitor's `node/<name>: would add ...` lines, then one
 summary line per run. No line grows with the cluster: per-node detail is in the per-node
-lines, and the final JSON line lists at most LISTED windows and errors and counts the rest
+lines, and the final JSON line lists a few windows and errors (LISTED) and counts the rest
 (log pipelines drop lines over 16 KiB). `status --output json` stays one whole document.
 """
 
@@ -124,8 +124,9 @@ _ORDER = (
     "deleting",
     "gone",
 )
-#: Windows and errors the final JSON line lists at most; it counts the others.
-LISTED = 20
+#: Windows and errors the final JSON line lists at most (each list in LISTED_BYTES of JSON);
+#: it counts the others.
+LISTED, LISTED_BYTES = 20, 4096
 
 
 def _landed_category(patch: NodePatch) -> str:
@@ -344,7 +345,13 @@ def planned_json(patch: NodePatch) -> dict[str, Any]:
 
 
 def _listed(key: str, items: list[Any], whole: bool) -> dict[str, Any]:
-    shown = items if whole else items[:LISTED]
+    shown: list[Any] = []
+    size = 0
+    for item in items:
+        size += len(json.dumps(item))
+        if not whole and (len(shown) == LISTED or size > LISTED_BYTES):
+            break
+        shown.append(item)
     return {key: shown, f"{key}NotListed": len(items) - len(shown)}
 
 
