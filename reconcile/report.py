@@ -2,7 +2,7 @@
 
 Wording follows kube-janitor's `node/<name>: would add ...` lines, then one
 summary line per run. No line grows with the cluster: per-node detail is in the per-node
-lines, and the final JSON line lists a few windows and errors (LISTED) and counts the rest
+lines, and the final JSON line lists a few windows, errors and Events (LISTED) and counts the rest
 (log pipelines drop lines over 16 KiB). `status --output json` stays one whole document.
 """
 
@@ -124,8 +124,8 @@ _ORDER = (
     "deleting",
     "gone",
 )
-#: Windows and errors the final JSON line lists at most (each list in LISTED_BYTES of JSON);
-#: it counts the others.
+#: Windows, errors and Events the final JSON line lists at most (each list in LISTED_BYTES of
+#: JSON); it counts the others.
 LISTED, LISTED_BYTES = 20, 4096
 
 
@@ -372,9 +372,11 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
         **_headline(plan),
         **_listed("windows", [window_json(w, plan.now) for w in windows], whole),
         **_listed("errors", [*result.errors, *result.event_errors], whole),
-        "events": [
-            {"reason": t.reason, "node": t.node, "message": t.message} for t in result.events
-        ],
+        **_listed(
+            "events",
+            [{"reason": t.reason, "node": t.node, "message": t.message} for t in result.events],
+            whole,
+        ),
         "summary": {
             "nodes": counted.nodes,
             **{_camel(c): counted.categories.get(c, 0) for c in _ORDER},
