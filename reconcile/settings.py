@@ -118,9 +118,10 @@ class Invalid(ValueError):
 
 
 _NUM = r"[0-9]+(?:\.[0-9]+)?"
-_UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
-_GO_DURATION_RE = re.compile(rf"(?:{_NUM}[wdhms])+", re.ASCII)
-_GO_PART_RE = re.compile(rf"({_NUM})([wdhms])", re.ASCII)
+_UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+_GO_UNIT = r"(?:ms|[wdhms])"  # `ms` first: `100ms` is not 100 minutes and a stray `s`
+_GO_DURATION_RE = re.compile(rf"(?:{_NUM}{_GO_UNIT})+", re.ASCII)
+_GO_PART_RE = re.compile(rf"({_NUM})({_GO_UNIT})", re.ASCII)
 _ISO_DURATION_RE = re.compile(
     rf"P(?:(?P<w>{_NUM})W)?(?:(?P<d>{_NUM})D)?"
     rf"(?:T(?:(?P<h>{_NUM})H)?(?:(?P<m>{_NUM})M)?(?:(?P<s>{_NUM})S)?)?",
