@@ -22,7 +22,7 @@ import click
 
 from reconcile import __version__, logs
 from reconcile.logs import error_line, log, verbosity
-from reconcile.options import check_environment, settings_for
+from reconcile.options import settings_for
 from reconcile.settings import (
     HISTORY_RANGE,
     INTERVAL_RANGE,
@@ -141,9 +141,6 @@ def cli(ctx: click.Context) -> None:
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
-        return
-    for warning in check_environment(os.environ):  # before any option of the command is read
-        log.warning("%s", warning)
 
 
 @cli.command()

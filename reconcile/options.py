@@ -15,6 +15,7 @@ variable is a mistake (exit 2), an unknown `HOLD_*` one gets a warning.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -25,7 +26,7 @@ from typing import Any
 import click
 
 from reconcile import settings as s
-from reconcile.logs import logging_option
+from reconcile.logs import log, logging_option
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -549,13 +550,20 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 
 
 def settings_for(command: str) -> Decorator:
-    """Decorate a command with exactly the options it uses, each defined once above."""
+    """Decorate a command with exactly the options it uses, each defined once above, and
+    check the environment's variable names when it runs (so `--help` always answers)."""
     decorators = [BY_NAME[name].option() for name in COMMANDS[command]]
 
     def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def checked(*args: Any, **params: Any) -> Any:
+            for warning in check_environment(os.environ):
+                log.warning("%s", warning)
+            return func(*args, **params)
+
         for decorator in reversed(decorators):
-            func = decorator(func)
-        return func
+            checked = decorator(checked)
+        return checked
 
     return apply
 

@@ -353,6 +353,14 @@ def test_every_command_takes_every_setting_s_variable_and_refuses_an_unknown_one
     assert "not a node-holder setting" not in result.stderr
 
 
+@pytest.mark.parametrize("command", ["reconcile", "status", "release", "simulate"])
+def test_help_answers_whatever_the_environment_holds(command: str) -> None:
+    """An unknown variable blocks a run, never the help that would show the right name."""
+    result = run_cli(command, "--help", env={"NODE_HOLDER_DRYRUN": "true", "HOLD_DURATON": "1h"})
+    assert result.code == 0, result
+    assert f"Usage: node-holder {command}" in result.stdout and result.stderr == ""
+
+
 def test_no_command_prints_help_on_stdout_and_exits_0() -> None:
     result = run_cli()
     assert result.code == 0
