@@ -7,14 +7,18 @@ set but empty is read as empty (click would treat it as unset), and list-valued
 variables are split on commas by the parser, never on whitespace by click.
 
 Commands declare only the settings they use (`settings_for`): an environment variable of
-a setting the command does not use is never read, and its flag is refused by click.
+a setting the command does not use is never read, and its flag is refused by click. Every
+command knows every setting's variable (`check_environment`): an unknown `NODE_HOLDER_*`
+variable is a mistake (exit 2), an unknown `HOLD_*` one gets a warning.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -22,7 +26,7 @@ from typing import Any
 import click
 
 from reconcile import settings as s
-from reconcile.logs import logging_option
+from reconcile.logs import log, logging_option
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -81,14 +85,17 @@ def _digits(n: int) -> str:
 class Duration(SettingType):
     name = "duration"
 
-    def __init__(self, bounds: s.DurationRange = s.HOLD_RANGE, optional: bool = False) -> None:
+    def __init__(
+        self, bounds: s.DurationRange, optional: bool = False, bare_minutes: bool = False
+    ) -> None:
         self.bounds = bounds
         self.optional = optional
+        self.bare_minutes = bare_minutes  # the hold duration only: `HOLD_DURATION=20`
 
     def parse(self, text: str) -> timedelta | None:
         if self.optional:
             return s.parse_optional_duration(text, self.bounds)
-        return s.parse_duration(text, self.bounds)
+        return s.parse_duration(text, self.bounds, bare_minutes=self.bare_minutes)
 
     def json_schema(self) -> dict[str, Any]:
         """Plain `20m`, `2h`, `90s`, `1h30m` forms whose every match is within range."""
@@ -308,7 +315,7 @@ SETTINGS: tuple[Setting, ...] = (
         "hold_duration",
         "--hold-duration",
         "HOLD_DURATION",
-        Duration(s.HOLD_RANGE),
+        Duration(s.HOLD_RANGE, bare_minutes=True),
         "20m",
         "Hold while the youngest node is younger than this: 90s, 20m, 1h30m, PT20M, or a bare "
         "number of minutes; from 1s to 7d (longer is almost surely a mistake).",
@@ -483,8 +490,8 @@ SETTINGS: tuple[Setting, ...] = (
         "NODE_HOLDER_OUTPUT",
         Choice(s.Output),
         "text",
-        "Results on stdout: text lines, or JSON lines (one per patch as it lands, then the "
-        "whole result as the last line).",
+        "Results on stdout: text lines, or JSON lines (one per patch as it lands, then a "
+        "summary as the last line; status: one whole document).",
     ),
     Setting(
         "log_format",
@@ -547,19 +554,57 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 
 
 def settings_for(command: str) -> Decorator:
-    """Decorate a command with exactly the options it uses, each defined once above."""
+    """Decorate a command with exactly the options it uses, each defined once above, and
+    check the environment's variable names when it runs (so `--help` always answers)."""
     decorators = [BY_NAME[name].option() for name in COMMANDS[command]]
 
     def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def checked(*args: Any, **params: Any) -> Any:
+            for warning in check_environment(os.environ):
+                log.warning("%s", warning)
+            return func(*args, **params)
+
         for decorator in reversed(decorators):
-            func = decorator(func)
-        return func
+            checked = decorator(checked)
+        return checked
 
     return apply
 
 
 def env_names(command: str) -> tuple[str, ...]:
     return tuple(BY_NAME[name].env for name in COMMANDS[command])
+
+
+#: The project's variables that are not settings: the test suite's (docs/testing.md).
+NOT_SETTINGS = ("NODE_HOLDER_REQUIRE_TOOLS", "NODE_HOLDER_E2E_KUBECONFIG")
+#: What Kubernetes sets in a pod for a Service named `node-holder...` or `hold...`.
+_SERVICE_LINK = re.compile(r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_[A-Z]+\w*)?)$")
+
+
+def check_environment(environ: Mapping[str, str]) -> list[str]:
+    """Warnings for unknown `HOLD_*` variables; ConfigError for an unknown `NODE_HOLDER_*`
+    one (`NODE_HOLDER_DRYRUN=true` would otherwise run for real), naming the closest."""
+    found = [
+        name
+        for name in sorted(environ, key=lambda n: not n.startswith("NODE_HOLDER_"))
+        if name.startswith(("NODE_HOLDER_", "HOLD_"))
+        and name not in BY_ENV
+        and name not in NOT_SETTINGS
+        and not _SERVICE_LINK.match(name)
+    ]
+    warnings = []
+    for name in found:
+        closest = difflib.get_close_matches(name, list(BY_ENV), n=1, cutoff=0)[0]
+        if name.startswith("NODE_HOLDER_"):
+            raise s.ConfigError(
+                f"{name} is not a node-holder setting (the closest is {closest}); "
+                "fix its name or unset it"
+            )
+        warnings.append(
+            f"{name} is not a node-holder setting and is ignored (the closest is {closest})"
+        )
+    return warnings
 
 
 _ENV_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")

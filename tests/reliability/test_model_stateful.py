@@ -135,7 +135,8 @@ class NodeHolder(RuleBasedStateMachine):
         node = self.model[name]
         if node.deleting:  # never patched: whatever it carries stays
             return self.api.annotations(name)
-        ours = {KEY: "true", MARKER: KEY} if held and KEY not in node.people else {}
+        pinned = node.people.get(PINNED) == KEY  # a person's pin: never added, even if gone
+        ours = {KEY: "true", MARKER: KEY} if held and KEY not in node.people and not pinned else {}
         return {**node.people, **ours}
 
     def person_edits(self, name: str, key: str, value: str | None) -> None:
