@@ -8,7 +8,7 @@ PYTEST_WORKERS ?= 2
 TOOLS := $(VENV)/tools
 HELM_STAMP := $(TOOLS)/.helm-stamp
 
-.PHONY: test demo lint bench clean lock tools
+.PHONY: test demo lint bench clean lock tools chart-docs
 
 # The runtime dependencies come from the lock (with their hashes), as in the image;
 # then the project and its test extras.
@@ -38,6 +38,11 @@ test: $(STAMP) $(HELM_STAMP)
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 	NODE_HOLDER_REQUIRE_TOOLS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
+
+## chart-docs: regenerate the chart's values.schema.json, its grammar template
+## (templates/_grammar.tpl, from the CLI's settings) and the values tables; a test checks them
+chart-docs: $(STAMP)
+	$(PY) scripts/chart_schema.py
 
 ## lock: refresh requirements/runtime.lock from pyproject.toml (needs PyPI)
 lock: $(STAMP)
