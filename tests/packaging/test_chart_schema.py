@@ -182,6 +182,8 @@ ROWS: list[Any] = [
             "+20m",
             " 1h30m ",
             "0.5s",
+            "1500ms",
+            "1h500ms",
             "20 mins",
             "1e3m",
             "0",
@@ -193,7 +195,8 @@ ROWS: list[Any] = [
     *(("holdMaxDuration", v) for v in ["", "2h", "7d", "8d", "x"]),
     ("timeout", "45s"),
     ("timeout", "2h"),
-    *(("settings.NODE_HOLDER_REQUEST_TIMEOUT", v) for v in ["5s", "100ms", "50ms", "11m"]),
+    *(("settings.NODE_HOLDER_REQUEST_TIMEOUT", v) for v in ["5s", "100ms", "50ms", "0.1s", "11m"]),
+    *(("holdMaxDuration", v) for v in ["150", "-150"]),
     *(
         ("holdAnnotation", v)
         for v in [
@@ -263,9 +266,14 @@ def _check(helm: str, place: str, value: Any) -> None:
     text = as_text(value)
     expected = cli_verdict(env, text)
     label = place if place.startswith("settings.") else f"{place} ({env})"
-    # The grammar alone: no cap, so that a long hold is not refused for being above it.
-    uncapped = ["--set", "holdMaxDuration="] if place == "holdDuration" else []
-    rendered = render_settings(helm, *uncapped, "--set-json", f"{place}={json.dumps(value)}")
+    # The grammar alone: no cap for a hold, the shortest hold for a cap (neither is refused
+    # for being on the wrong side of the other).
+    alone = {
+        "holdDuration": ["--set", "holdMaxDuration="],
+        "holdMaxDuration": ["--set", "holdDuration=1s"],
+    }
+    args = [*alone.get(place, []), "--set-json", f"{place}={json.dumps(value)}"]
+    rendered = render_settings(helm, *args)
     if expected is None:
         assert isinstance(rendered, dict), f"the CLI accepts {text!r}, the chart refuses it:\n" + (
             rendered.stderr
@@ -285,6 +293,7 @@ ALPHABETS = {
     "holdAnnotation": "ab.Z/-_ ,19\t'\"",
     "holdTriggerSelector": "ab./ ,=!()<>-1\t'",
     "holdDuration": "0123.hmsPTWDd +-",
+    "holdMaxDuration": "0123.hmsPTWd +-",
 }
 
 

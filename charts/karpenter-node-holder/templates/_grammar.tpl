@@ -26,8 +26,9 @@
    "low": 0
   },
   "NODE_HOLDER_REQUEST_TIMEOUT": {
+   "bareProblem": "has no unit",
    "env": "NODE_HOLDER_REQUEST_TIMEOUT",
-   "fix": "use a duration from 100ms to 10m, such as 90s, 20m, 1h30m, PT20M, or a bare number of minutes",
+   "fix": "use a duration from 100ms to 10m, such as 90s, 20m, 1h30m, PT20M",
    "high": 600.0,
    "highText": "10m",
    "kind": "duration",
@@ -82,8 +83,9 @@
    "kind": "label"
   },
   "holdMaxDuration": {
+   "bareProblem": "has no unit",
    "env": "HOLD_MAX_DURATION",
-   "fix": "use a duration from 1s to 7d, such as 90s, 20m, 1h30m, PT20M, or a bare number of minutes",
+   "fix": "use a duration from 1s to 7d, such as 90s, 20m, 1h30m, PT20M",
    "high": 604800.0,
    "highText": "7d",
    "kind": "duration",
@@ -130,8 +132,9 @@
    "kind": "choice"
   },
   "timeout": {
+   "bareProblem": "has no unit",
    "env": "NODE_HOLDER_TIMEOUT",
-   "fix": "use a duration from 1s to 1h, such as 90s, 20m, 1h30m, PT20M, or a bare number of minutes",
+   "fix": "use a duration from 1s to 1h, such as 90s, 20m, 1h30m, PT20M",
    "high": 3600.0,
    "highText": "1h",
    "kind": "duration",

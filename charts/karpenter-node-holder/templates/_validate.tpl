@@ -99,13 +99,13 @@ uninstall hook's deadline within Helm's default timeout.
 {{- if not $rule.optional }}{{ $problem = "is empty" }}{{ end }}
 {{- else }}
 {{- $body := regexReplaceAll "^[+-]+" $raw "" }}
-{{- $units := dict "w" 604800 "d" 86400 "h" 3600 "m" 60 "s" 1 "W" 604800 "D" 86400 "H" 3600 "M" 60 "S" 1 }}
+{{- $units := dict "w" 604800 "d" 86400 "h" 3600 "m" 60 "s" 1 "ms" 0.001 "W" 604800 "D" 86400 "H" 3600 "M" 60 "S" 1 }}
 {{- $parts := list }}
 {{- if regexMatch (printf "^%s$" $num) $body }}
 {{- if $rule.bareProblem }}{{ $problem = $rule.bareProblem }}{{ end }}
 {{- $parts = list (printf "%sm" $body) }}
-{{- else if regexMatch (printf "^(?:%s[wdhms])+$" $num) (lower $body) }}
-{{- $parts = regexFindAll (printf "%s[wdhms]" $num) (lower $body) -1 }}
+{{- else if regexMatch (printf "^(?:%s(?:ms|[wdhms]))+$" $num) (lower $body) }}
+{{- $parts = regexFindAll (printf "%s(?:ms|[wdhms])" $num) (lower $body) -1 }}
 {{- else if and (regexMatch (printf "(?i)^P(?:%[1]sW)?(?:%[1]sD)?(?:T(?:%[1]sH)?(?:%[1]sM)?(?:%[1]sS)?)?$" $num) $body) (not (hasSuffix "T" (upper $body))) }}
 {{- $date := regexReplaceAll "T.*$" (upper $body) "" }}
 {{- $time := regexFind "T.*$" (upper $body) }}
@@ -115,9 +115,9 @@ uninstall hook's deadline within Helm's default timeout.
 {{- else if not $problem }}
 {{- $huge := false }}
 {{- range $parts }}
-{{- $n := regexReplaceAll "[A-Za-z]$" . "" }}
+{{- $n := regexReplaceAll "[A-Za-z]+$" . "" }}
 {{- if gt (len (regexReplaceAll "^0*([0-9]*).*$" $n "${1}")) 20 }}{{ $huge = true }}{{ end }}
-{{- $secs = addf $secs (mulf ($n | float64) (index $units (regexFind "[A-Za-z]$" .))) }}
+{{- $secs = addf $secs (mulf ($n | float64) (index $units (regexFind "[A-Za-z]+$" .))) }}
 {{- end }}
 {{- if or (hasPrefix "-" $raw) (and (not $huge) (le $secs 0.0)) }}{{ $problem = "is not a positive duration" }}
 {{- else if or $huge (gt $secs ($rule.high | float64)) }}{{ $problem = printf "is longer than %s" $rule.highText }}
