@@ -299,7 +299,7 @@ def _simulate(paths: tuple[str, ...], opts: dict[str, Any]) -> None:
         asked = Asked(opts["compare"], interval, opts["start"], opts["end"], last, opts["sweep"])
         request = prepare(paths, hold_settings(opts), asked)
         progress = simulate_report.ProgressLine(sys.stderr, len(request.holds))
-        result = run_simulation(*request, options=ReplayOptions(opts["events"], progress))
+        result = run_simulation(request, ReplayOptions(opts["events"], progress))
         progress.close()
     except SimulationFailed as exc:
         raise RuntimeFailure(f"simulate: {exc}") from None

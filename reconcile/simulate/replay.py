@@ -1,26 +1,14 @@
 """`node-holder simulate`: replay a node timeline through the pure decision, change by change.
 
-Every configuration (the primary one from the hold options, plus one per `--compare` or
-`--sweep` column) replays the same runs, `--interval` apart, in memory: the timeline's
+Every configuration replays the same runs, `--interval` apart, in memory: the timeline's
 deletions and arrivals change the nodes, `decide()` (the function the CronJob calls between
-reading and writing) plans the run, and each patch's changes (annotation key -> value, None
-deletes it) are applied to its node. Events come from the plan's transitions as the real
-run sends them: those of a hold window that had a patch land. Nothing here interprets
-annotation keys or decides anything.
+reading and writing) plans the run, and each patch's changes are applied to its node.
+Events come from the plan's transitions as the real run sends them: those of a window that
+had a patch land. Nothing here interprets annotation keys or decides anything.
 
-Two things make a day of 10,000 nodes take seconds; docs/simulate.md says why neither
-changes a figure, and `exact=True` (the tests' reference) does without both:
-- A hold window is decided again only at a run where its decision can change: one of its
-  nodes arrived, left or was patched, or the clock reached a time that its last decision
-  names (any time in the returned HoldWindow: hold_until, free_until). Other runs are
-  counted, not replayed.
-- Nodes of a window with the same labels and annotations form a *class*: decide() sees its
-  youngest member, and every member gets that member's patch. Without a cap every node is
-  in a class (only the youngest trigger tells how long a window is held). With a cap, a
-  stretch's start depends on every trigger since the window last rested, so the nodes that
-  came since then are decided one by one.
-
-Not modelled: Karpenter. Nodes come and go as the timeline says (docs/simulate.md).
+A window is decided again only at a run where its decision can change, and alike nodes are
+decided once (see `_Replay` and `_Class`; docs/simulate.md says why no figure changes).
+`exact=True` does neither: the run-by-run replay that the tests compare with.
 """
 
 from __future__ import annotations
@@ -32,7 +20,6 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
-from typing import NamedTuple
 
 from reconcile.decide import (
     HoldWindow,
@@ -188,13 +175,13 @@ def replay_window(
 
     Runs land on multiples of the interval (like a `*/N` CronJob schedule).
     """
-    moments = timeline.moments
+    moments = [t for n in timeline.nodes for t in (n.created, n.deleted) if t is not None]
     step = interval.total_seconds()
     if end is None and timeline.end is None and moments:
-        latest = (moments[-1] + max(h.hold_duration for h in holds)).timestamp()
+        latest = (max(moments) + max(h.hold_duration for h in holds)).timestamp()
         end = datetime.fromtimestamp(math.ceil(latest / step) * step, UTC) + interval
     end = end or timeline.end
-    start = start or timeline.start or (moments[0] if moments else None)
+    start = start or timeline.start or min(moments, default=None)
     if end is None or start is None:
         raise ConfigError("the timeline has no times at all; give --start and --end")
     if last is not None:
@@ -303,12 +290,15 @@ class Result:
 
 @dataclass(frozen=True)
 class Simulation:
+    """What to replay (the timeline, when, the configurations) and, once replayed, how."""
+
     timeline: Timeline
     window: Window
-    results: tuple[Result, ...]
-    unseen: tuple[str, ...]  # nodes that lived between two runs: no run ever saw them
+    holds: list[HoldSettings]
+    sweep: bool = False  # the configurations are a --sweep over hold durations
+    results: tuple[Result, ...] = ()
+    unseen: tuple[str, ...] = ()  # nodes that lived between two runs: no run ever saw them
     elapsed: float = 0.0
-    sweep: bool = False  # the columns are a --sweep over hold durations
 
     @property
     def primary(self) -> Result:
@@ -644,18 +634,12 @@ def replay(
     return result
 
 
-def simulate(
-    timeline: Timeline,
-    window: Window,
-    holds: list[HoldSettings],
-    sweep: bool = False,
-    options: ReplayOptions = ReplayOptions(),
-) -> Simulation:
+def simulate(sim: Simulation, options: ReplayOptions = ReplayOptions()) -> Simulation:
     """Replay every configuration, one after the other, in this process."""
     began = time.perf_counter()
-    results = tuple(replay(timeline, window, hold, options) for hold in holds)
-    unseen = schedule(timeline, window).unseen
-    return Simulation(timeline, window, results, unseen, time.perf_counter() - began, sweep)
+    results = tuple(replay(sim.timeline, sim.window, hold, options) for hold in sim.holds)
+    unseen = schedule(sim.timeline, sim.window).unseen
+    return replace(sim, results=results, unseen=unseen, elapsed=time.perf_counter() - began)
 
 
 # --- from the command line ---------------------------------------------------------------
@@ -673,16 +657,7 @@ class Asked:
     sweep: str | None = None
 
 
-class Request(NamedTuple):
-    """What to replay: the timeline, when, the configurations, and whether they are a sweep."""
-
-    timeline: Timeline
-    window: Window
-    holds: list[HoldSettings]
-    sweep: bool = False
-
-
-def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Request:
+def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Simulation:
     """Check the replay options and read the timeline; ConfigError says what is wrong."""
     if asked.sweep is not None and asked.compare.strip():
         raise ConfigError("--sweep and --compare: give one of them (a sweep is its own table)")
@@ -697,7 +672,7 @@ def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Request:
     start, end = _moment(asked.start, "--start"), _moment(asked.end, "--end")
     timeline = load_timeline(list(paths))
     window = replay_window(timeline, holds, interval, start, end, asked.last)
-    return Request(timeline, window, holds, asked.sweep is not None)
+    return Simulation(timeline, window, holds, asked.sweep is not None)
 
 
 def _moment(raw: str | None, option: str) -> datetime | None:

@@ -81,12 +81,6 @@ class Timeline:
     end: datetime | None = None  # `end:` in a file
     notes: tuple[str, ...] = ()  # what was skipped or assumed, said once at the top
 
-    @property
-    def moments(self) -> list[datetime]:
-        """Every known creation and deletion time, sorted."""
-        times = [n.created for n in self.nodes if n.created is not None]
-        return sorted(times + [n.deleted for n in self.nodes if n.deleted is not None])
-
 
 class _Problem(Exception):
     """A bad value at `where`; turned into `FILE:LINE: message` once the line is known."""

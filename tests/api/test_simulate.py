@@ -21,7 +21,7 @@ import pytest
 from reconcile.decide import NodeView
 from reconcile.examples import generate_day
 from reconcile.settings import HoldSettings
-from reconcile.simulate.replay import ReplayOptions, replay, replay_window, simulate
+from reconcile.simulate.replay import ReplayOptions, Simulation, replay, replay_window, simulate
 from reconcile.simulate.report import ProgressLine
 from reconcile.simulate.timeline import load_timeline
 from tests.clusters import CliResult, run_cli
@@ -139,7 +139,7 @@ def test_deletions_while_held_are_counted_and_short_lived_nodes_are_never_seen(
     timeline = load_timeline([path])
     hold = HoldSettings()
     window = replay_window(timeline, [hold], timedelta(minutes=1))
-    sim = simulate(timeline, window, [hold])
+    sim = simulate(Simulation(timeline, window, [hold]))
     (result,) = sim.results
     assert sim.unseen == ("flash",)
     # `new` leaves at the run at 00:06 while held; the old nodes then release at once.

@@ -45,8 +45,8 @@ def both(
 ) -> Simulation:
     """The fast replay, after checking that it gives the run-by-run replay's figures."""
     window = replay_window(timeline, holds, timedelta(minutes=1), last=last)
-    fast = simulate(timeline, window, holds)
-    exact = simulate(timeline, window, holds, options=ReplayOptions(exact=True))
+    fast = simulate(Simulation(timeline, window, holds))
+    exact = simulate(Simulation(timeline, window, holds), ReplayOptions(exact=True))
     for quick, slow in zip(fast.results, exact.results, strict=True):
         assert figures(quick) == figures(slow), quick.label
         assert slow.replayed == window.runs
