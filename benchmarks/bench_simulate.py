@@ -150,7 +150,7 @@ def timed(checkout: Path, args: list[str], timeout: float) -> tuple[float, float
 def figures(report: str) -> tuple[str, str, str]:
     """(nodes, runs decided, runs skipped) from the report's first and last lines."""
     nodes = re.search(r"\(([\d,]+) nodes\)", report)
-    found = re.search(r"\(([\d,]+) runs decided; in the ([\d,]+) others", report)
+    found = re.search(r"\(([\d,]+) runs decided, ([\d,]+) skipped", report)
     decided, skipped = found.groups() if found else ("-", "-")
     return (f"{int(nodes.group(1)):,}" if nodes else "-"), decided, skipped
 

@@ -400,7 +400,8 @@ class _Replay:
             self._due(i)
         done, runs = 0, self.window.runs
         while self.queue and (i := heapq.heappop(self.queue)) < runs:
-            self._skip(done, i)
+            if i > done:
+                self._record(i - done)  # runs where nothing could change: skipped
             tick = self.window.tick(i)
             names = self.due.pop(i)
             names.update(self._leave(node, tick) for node in plan.departures.get(i, ()))
@@ -413,11 +414,11 @@ class _Replay:
             for name in sorted(names & self.wins.keys()):
                 w, plan_ = self._decide(name, i, tick)
                 writes, plans = writes + w, [*plans, plan_]
-            events = self._events(plans)
-            self._record(tick, [self.present], [self.carrying], [writes], events)
+            self._record(1, writes, self._events(plans))
             self.result.replayed += 1
             done = i + 1
-        self._skip(done, runs)
+        if runs > done:
+            self._record(runs - done)
         self.result.periods = sorted(
             [*self.result.periods, *self.open.values()], key=lambda p: (p.start, p.window)
         )
@@ -430,32 +431,17 @@ class _Replay:
         if name is not None:
             self.due[i].add(name)
 
-    def _skip(self, first: int, stop: int) -> None:
-        """Runs where nothing could change: the same nodes, the same holds, no write."""
-        n = stop - first
-        if n > 0:
-            self._record(None, [self.present] * n, [self.carrying] * n, [0] * n, 0)
-        if self.options.observe:
-            for i in range(first, stop):
-                self.options.observe(self.window.tick(i), self._views())
-
-    def _record(
-        self,
-        tick: datetime | None,
-        present: list[int],
-        held: list[int],
-        writes: list[int],
-        events: int,
-    ) -> None:
+    def _record(self, runs: int, writes: int = 0, events: int = 0) -> None:
+        """`runs` more runs with the nodes as they are now; only the first may have written."""
         result = self.result
-        result.present_nodes += present
-        result.held_nodes += held
-        result.writes += writes
+        result.present_nodes += [self.present] * runs
+        result.held_nodes += [self.carrying] * runs
+        result.writes += [writes] + [0] * (runs - 1)
         result.events += events
-        pages = max(1, math.ceil(self.present / PAGE_SIZE))
-        result.requests += pages * len(writes) + sum(writes) + events
-        if tick is not None and self.options.observe:
-            self.options.observe(tick, self._views())
+        result.requests += runs * max(1, math.ceil(self.present / PAGE_SIZE)) + writes + events
+        if self.options.observe:
+            for i in range(result.runs - runs, result.runs):
+                self.options.observe(self.window.tick(i), self._views())
         if self.options.progress:
             self.options.progress(result.label, result.runs, self.window.runs)
 

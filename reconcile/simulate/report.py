@@ -72,8 +72,8 @@ def render_text(sim: Simulation) -> list[str]:
     lines += [
         "",
         f"Replayed {len(sim.results)} configuration(s) x {sim.window.runs:,} runs through the "
-        f"reconciler's decision, in memory, in {sim.elapsed:.1f}s ({replayed:,} runs decided; "
-        f"in the {runs - replayed:,} others nothing could change).",
+        f"reconciler's decision, in memory, in {sim.elapsed:.1f}s ({replayed:,} runs decided, "
+        f"{runs - replayed:,} skipped: nothing could change).",
     ]
     return lines
 

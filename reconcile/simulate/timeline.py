@@ -75,8 +75,10 @@ class TimelineNode:
 
 @dataclass(frozen=True)
 class Timeline:
-    nodes: tuple[TimelineNode, ...]
-    sources: tuple[str, ...]
+    """The nodes of one file, or of all of them merged."""
+
+    nodes: Sequence[TimelineNode]
+    sources: tuple[str, ...] = ()
     start: datetime | None = None  # `start:` in a file
     end: datetime | None = None  # `end:` in a file
     notes: tuple[str, ...] = ()  # what was skipped or assumed, said once at the top
@@ -90,14 +92,6 @@ class _Problem(Exception):
         self.where = where
         self.message = message
         self.first = first  # for duplicates: where the name appeared before
-
-
-@dataclass(frozen=True)
-class _Parsed:
-    nodes: list[TimelineNode]
-    start: datetime | None = None
-    end: datetime | None = None
-    notes: tuple[str, ...] = ()
 
 
 def iso(moment: datetime) -> str:
@@ -169,12 +163,13 @@ def sniff(text: str) -> str:
     return "yaml"
 
 
-def parse_text(text: str, name: str, fmt: str) -> _Parsed:
-    """Parse one file's text; every problem becomes a TimelineError with its line."""
+def parse_text(text: str, name: str, fmt: str) -> Timeline:
+    """Parse one file's text (its nodes, start, end and notes; load_timeline() merges the
+    files); every problem becomes a TimelineError with its line."""
     rows: list[int] = []  # CSV: the line of each row read so far
     try:
         if fmt == "csv":
-            return _Parsed(_entries(_csv(text, name, rows)))
+            return Timeline(_entries(_csv(text, name, rows)))
         return _interpret(_load_json(text, name) if fmt == "json" else _load_yaml(text, name))
     except _Problem as problem:
         if fmt == "csv":
@@ -268,9 +263,9 @@ def _path_text(where: Where) -> str:
     return text or "top level"
 
 
-def _interpret(data: Any) -> _Parsed:
+def _interpret(data: Any) -> Timeline:
     if isinstance(data, list):
-        return _Parsed(_entries(_fields(data, ())))
+        return Timeline(_entries(_fields(data, ())))
     if not isinstance(data, dict):
         raise _Problem(
             (),
@@ -297,7 +292,7 @@ def _interpret(data: Any) -> _Parsed:
     end = _time(data.get("end"), ("end",))
     if start and end and end <= start:
         raise _Problem(("end",), f"end {iso(end)} is not after start {iso(start)}; fix one")
-    return _Parsed(_entries(_fields(data["nodes"], ("nodes",))), start, end)
+    return Timeline(_entries(_fields(data["nodes"], ("nodes",))), (), start, end)
 
 
 def _fields(items: list[Any], base: Where) -> Iterator[Fields]:
@@ -431,7 +426,7 @@ def _check_key(key: Any, value: Any, where: Where, kind: str) -> None:
 # --- kubectl output ----------------------------------------------------------------------
 
 
-def _kube_list(data: dict[str, Any]) -> _Parsed:
+def _kube_list(data: dict[str, Any]) -> Timeline:
     """Nodes, NodeClaims and node Events from one kubectl list, and what was left out."""
     items = data.get("items")
     if not isinstance(items, list):
@@ -476,7 +471,7 @@ def _kube_list(data: dict[str, Any]) -> _Parsed:
             f"{ignored} Event(s) ignored: only RegisteredNode, RemovingNode and "
             "DeletingNode on Nodes tell when nodes came and went"
         )
-    return _Parsed(nodes, notes=tuple(notes))
+    return Timeline(nodes, notes=tuple(notes))
 
 
 def _kube_fields(item: dict[str, Any], where: Where, kind: str) -> Fields | None:
