@@ -178,7 +178,7 @@ def main() -> int:
         )
         rows = [c for c in cases(Path(tmp)) if args.only in c[0]]
         head = (
-            f"{'replay':<34} {'nodes':>6}  {'checkout':<9} {'wall s':>15} {'memory':>8} "
+            f"{'replay':<36} {'nodes':>6}  {'checkout':<9} {'wall s':>15} {'memory':>8} "
             f"{'runs decided':>13} {'skipped':>8}"
         )
         print(head)
@@ -194,7 +194,7 @@ def main() -> int:
                 nodes, decided, skipped = figures(results[0][2])
                 label = "this" if checkout == ROOT else "baseline"
                 print(
-                    f"{what:<34} {nodes:>6}  {label:<9} {wall:>15} {memory:>8} "
+                    f"{what:<36} {nodes:>6}  {label:<9} {wall:>15} {memory:>8} "
                     f"{decided:>13} {skipped:>8}",
                     flush=True,
                 )
