@@ -377,7 +377,11 @@ def _changed(annotations: Mapping[str, str], patch: NodePatch) -> dict[str, str]
 
 
 class _Replay:
-    """One configuration's nodes in memory, and its figures as the runs go by."""
+    """One configuration's nodes in memory, and its figures as the runs go by.
+
+    `due` holds the runs at which a window must be decided again (its nodes changed, or a
+    time its last decision names comes); the runs in between are counted, not replayed.
+    """
 
     def __init__(self, hold: HoldSettings, window: Window, options: ReplayOptions) -> None:
         self.hold, self.window, self.options = hold, window, options
@@ -390,7 +394,7 @@ class _Replay:
         self.queue: list[int] = []  # the runs in `due`, earliest first
         self.present = self.carrying = 0
         self.kept: list[tuple[datetime, datetime, str | None]] = []  # removed while held
-        self.pooled = not options.exact and hold.max_hold is None
+        self.pooled = not options.exact and hold.max_hold is None  # classes from the start
 
     def carries(self, annotations: Mapping[str, str]) -> bool:
         return any(key in annotations for key in self.hold.annotations)
@@ -490,7 +494,7 @@ class _Replay:
         if self.carries(cls.annotations):
             self.result.removed_while_held += 1
             self.carrying -= 1
-            last = win.last
+            last = win.last  # its window's last decision: held, and until when
             if last and last.held and last.hold_until and node.deleted < last.hold_until:  # type: ignore[operator]
                 self.kept.append((node.deleted, last.hold_until, self.group[node.name]))  # type: ignore[arg-type]
         self.present -= 1
