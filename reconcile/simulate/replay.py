@@ -3,8 +3,9 @@
 Every configuration replays the same runs, `--interval` apart, in memory: the timeline's
 deletions and arrivals change the nodes, `decide()` (the function the CronJob calls between
 reading and writing) plans the run, and each patch's changes are applied to its node.
-Events come from the plan's transitions as the real run sends them: those of a window that
-had a patch land. Nothing here interprets annotation keys or decides anything.
+Events come from the plan's transitions as the real run counts them (`recorded_events`:
+those of a window that had a patch land, at most MAX_EVENTS a run). Nothing here interprets
+annotation keys or decides anything.
 
 A window is decided again only at a run where its decision can change, and alike nodes are
 decided once (see `_Replay` and `_Class`; docs/simulate.md says why no figure changes).

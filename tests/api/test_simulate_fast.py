@@ -143,3 +143,12 @@ def test_random_timelines_give_the_same_figures(raw: list[Any], holds: list[Hold
         end=T0 + timedelta(hours=2),
     )
     both(timeline, holds or [hold()])
+
+
+def test_a_run_records_at_most_ten_events_in_both_replays() -> None:
+    """15 nodes in one minute, node scope: 15 holds start in one run and end in another;
+    each run records 9 Events and one that sums up the rest, as a real run does."""
+    burst = [TimelineNode(f"n{i}", T0 + timedelta(seconds=1 + 3 * i)) for i in range(15)]
+    timeline = Timeline(tuple(burst), ("burst",), start=T0, end=T0 + timedelta(hours=1))
+    (result,) = both(timeline, [hold(scope=Scope.NODE)]).results
+    assert (len(result.periods), result.events) == (15, 10 + 10)
