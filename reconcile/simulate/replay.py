@@ -82,39 +82,31 @@ def parse_compare(
     (or `/max=none`); whatever it leaves out is taken from the hold options.
     """
     columns: list[HoldSettings] = []
-    if not text.strip():
-        return columns
     example = f"use e.g. {option} {COMPARE_EXAMPLE}"
-    for n, item in enumerate(text.split(","), start=1):
+    for n, item in enumerate(text.split(",") if text.strip() else [], start=1):
         spec = item.strip()
-        where = f"{option}: column {n} ({spec!r})" if spec else f"{option}: column {n}"
+        where = f"{option}: column {n}" + (f" ({spec!r})" if spec else "")
         if not spec:
             raise ConfigError(f"{where} is empty; {example}")
         duration, *parts = [p.strip() for p in spec.split("/")]
         hold = replace(base, hold_duration=_compare_duration(duration, where, example))
-        seen: set[str] = set()
-        for part in parts:
-            kind = "max" if part.lower().startswith("max=") else "scope"
-            if kind in seen:
+        caps = [p[4:].strip() for p in parts if p.lower().startswith("max=")]
+        scopes = [p for p in parts if not p.lower().startswith("max=")]
+        for kind, given in (("scope", scopes), ("max", caps)):
+            if len(given) > 1:
                 raise ConfigError(f"{where}: gives the {kind} twice; give it once")
-            seen.add(kind)
-            if kind == "max":
-                value = part.split("=", 1)[1].strip()
-                cap = (
-                    None
-                    if value.lower() == "none"
-                    else _compare_duration(value, where, example, "max hold")
-                )
-                hold = replace(hold, max_hold=cap)
-            elif part.lower() in {s.value for s in Scope}:
-                hold = replace(hold, scope=Scope(part.lower()))
-            else:
+        for scope in scopes:
+            if scope.lower() not in {s.value for s in Scope}:
                 raise ConfigError(
-                    f"{where}: {part!r} is neither a scope (cluster, group, node) nor "
+                    f"{where}: {scope!r} is neither a scope (cluster, group, node) nor "
                     f"max=DURATION; {example}"
                 )
-        inherited = "max" not in seen and hold.max_hold is not None
-        if inherited and hold.max_hold < hold.hold_duration:  # type: ignore[operator]
+            hold = replace(hold, scope=Scope(scope.lower()))
+        for cap in caps:
+            none = cap.lower() == "none"
+            cap_hold = None if none else _compare_duration(cap, where, example, "max hold")
+            hold = replace(hold, max_hold=cap_hold)
+        if not caps and hold.max_hold is not None and hold.max_hold < hold.hold_duration:
             hold = replace(hold, max_hold=None)  # a longer hold drops the inherited cap
         check_max_hold(hold, option=where, env=None)
         columns.append(hold)
