@@ -20,8 +20,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONDONTWRITEBYTECODE=1
 # Debian's python3 and its venv module: the interpreter the runtime base runs (python3.11 of
 # bookworm). No compiler: the project is pure Python and every locked dependency is a wheel.
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3-venv=3.11.2-1+b1 \
+RUN apt-get -qq update \
+    && apt-get -qq install -y --no-install-recommends python3-venv=3.11.2-1+b1 \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the wheel is built from (.dockerignore allow-lists the same).

@@ -80,13 +80,14 @@ bench: $(STAMP)
 #   IMAGE_BASES=release  the Dockerfile's own BUILD_BASE and RUNTIME_BASE, pulled by digest
 #   ARCH=arm64           another architecture, under qemu-user-static (make image-test-arm64)
 #   BUILD_CA=file        a CA bundle for the build stage's pip, behind a TLS-intercepting proxy
-#                        (default: $PIP_CERT); mounted for the build only, never in the image
+#                        (default: $PIP_CERT, else $SSL_CERT_FILE); mounted for the build only,
+#                        never in the image
 ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 IMAGE ?= localhost/karpenter-node-holder:dev-$(ARCH)
 IMAGE_BASES ?= debian
 VERSION ?=
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-BUILD_CA ?= $(PIP_CERT)
+BUILD_CA ?= $(or $(PIP_CERT),$(SSL_CERT_FILE))
 BUILDAH ?= buildah
 export BUILDAH_ISOLATION ?= chroot
 BASES_TAG := bookworm-$(ARCH)-$(shell date -u +%G-w%V)-$(shell sha256sum scripts/debian_bases.sh | cut -c1-8)
@@ -101,7 +102,9 @@ else
 $(error IMAGE_BASES=$(IMAGE_BASES): use debian or release)
 endif
 HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
-IMAGE_PACKAGES := buildah mmdebstrap uidmap $(if $(filter-out $(HOST_ARCH),$(ARCH)),qemu-user-static binfmt-support)
+FOREIGN := $(filter-out $(HOST_ARCH),$(ARCH))
+QEMU := qemu-$(subst arm64,aarch64,$(subst amd64,x86_64,$(ARCH)))
+IMAGE_PACKAGES := buildah mmdebstrap uidmap $(if $(FOREIGN),qemu-user-static binfmt-support)
 
 ## image-tools: install Debian's buildah and mmdebstrap (and qemu for another ARCH) if missing
 image-tools:
@@ -110,6 +113,12 @@ image-tools:
 		| grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+	@# Another architecture's binaries run through qemu, registered with binfmt_misc (a machine
+	@# without systemd may not have it mounted).
+	@if [ -n "$(FOREIGN)" ] && [ ! -e /proc/sys/fs/binfmt_misc/$(QEMU) ]; then \
+		mountpoint -q /proc/sys/fs/binfmt_misc \
+			|| mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc; \
+		update-binfmts --enable $(QEMU); fi
 
 ## image-bases: the two local bases for IMAGE_BASES=debian (about 40 s once a week)
 image-bases: image-tools
