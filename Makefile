@@ -9,8 +9,8 @@ PYTEST_WORKERS ?= 2
 TOOLS := $(VENV)/tools
 HELM_STAMP := $(TOOLS)/.helm-stamp
 
-.PHONY: test demo lint bench clean lock tools image image-tools image-bases image-test \
-	image-test-arm64
+.PHONY: test demo lint bench clean lock tools chart-docs image image-tools image-bases \
+	image-test image-test-arm64
 
 # Everything from the locks, every file checked against its sha256: pip, setuptools and wheel
 # (requirements/build.lock, the image's too), the runtime and test dependencies
@@ -42,6 +42,11 @@ test: $(STAMP) $(HELM_STAMP)
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 	NODE_HOLDER_REQUIRE_TOOLS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
+
+## chart-docs: regenerate the chart's values.schema.json, its grammar template
+## (templates/_grammar.tpl, from the CLI's settings) and the values tables; a test checks them
+chart-docs: $(STAMP)
+	$(PY) scripts/chart_schema.py
 
 ## lock: refresh the three locks (needs PyPI): runtime.lock from pyproject.toml's dependencies
 ## (all platforms, Python 3.11: the image's), test.lock from them plus the test extras with the

@@ -19,7 +19,11 @@ Every failure is a `ConfigError` (exit 2) naming the setting and a fix, raised b
 request: a missing context, a credential plugin (`exec`) that is missing, fails, prints
 something other than an ExecCredential or does not finish within the run's `--timeout`,
 certificate data that is not base64, certificate files that do not exist or do not load.
-The plugin runs once per run (a run is shorter than any token it hands out).
+An exec plugin's token is used, as by client-go, until its `expirationTimestamp` (renewed up
+to AUTH_REFRESH_SECONDS early: the client keeps headers that long), then the plugin runs again;
+after a 401 it runs once more. A renewal that fails mid-run is logged and the last token kept
+(the API server then says whether it still works). A client certificate from a plugin is
+used for the whole run.
 
 The kubeconfig is read here rather than by the official client's loader because importing
 `kubernetes` costs about 0.3 s, a third of a steady run at 5,000 nodes (docs/performance.md);
@@ -43,9 +47,11 @@ import signal
 import ssl
 import subprocess
 import tempfile
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -54,7 +60,7 @@ from urllib.request import getproxies
 import urllib3
 import yaml
 
-from reconcile.client import Connection, Credentials, anonymous, redact
+from reconcile.client import AUTH_REFRESH_SECONDS, Connection, Credentials, anonymous, redact
 from reconcile.settings import ClusterAccess, ConfigError
 
 log = logging.getLogger(__name__)
@@ -274,19 +280,25 @@ def _tls_files(cluster: _Entry, user: _Entry) -> dict[str, str | None]:
 
 
 def _file_or_data(entry: _Entry, where: str, key: str) -> str | bytes | None:
-    """`key-data` decoded (bytes), else the path of `key` (str), else None; named errors."""
+    """`key-data` decoded (bytes), else the path of `key` (str), else None; named errors.
+
+    As kubectl reads them: base64 wrapped in lines (other tools write 76 columns) is one
+    value, any other space is not base64; both forms at once, or `~` in a path (kubectl does
+    not expand it), are refused.
+    """
     data, path = _text(entry.value, f"{key}-data", where), _text(entry.value, key, where)
+    fix = "fix it in the kubeconfig (--kubeconfig/KUBECONFIG)"
+    if data and path:
+        raise ConfigError(f"kubeconfig {where} entry: both {key}-data and {key} are set; {fix}")
     if data:
         try:
-            return base64.b64decode(str(data), validate=True)
+            return base64.b64decode(data.replace("\r", "").replace("\n", ""), validate=True)
         except (binascii.Error, ValueError):
-            raise ConfigError(
-                f"kubeconfig {where} entry: {key}-data is not base64; "
-                "fix it in the kubeconfig (--kubeconfig/KUBECONFIG)"
-            ) from None
+            problem = f"kubeconfig {where} entry: {key}-data is not base64"
+            raise ConfigError(f"{problem}; {fix}") from None
     if not path:
         return None
-    full = entry.base / Path(str(path)).expanduser()
+    full = entry.base / path
     if not full.is_file():
         raise ConfigError(
             f"kubeconfig {where} entry: {key} file {full} does not exist; "
@@ -323,7 +335,7 @@ def _user_credentials(
     if token:
         return _bearer(token.strip()), {}
     if token_file:
-        path = user.base / Path(token_file).expanduser()
+        path = user.base / token_file  # as kubectl: relative to the kubeconfig, no `~`
         return _token_file(path, "kubeconfig user entry: tokenFile", "fix the path"), {}
     if spec.get("exec"):
         return _from_plugin(spec["exec"], user.base, timeout, cluster)
@@ -334,7 +346,7 @@ def _user_credentials(
 
 def _static(headers: Mapping[str, str]) -> Credentials:
     fixed = dict(headers)
-    return lambda: fixed
+    return lambda renew=False: fixed
 
 
 def _bearer(token: str) -> Credentials:
@@ -351,7 +363,7 @@ def _token_file(path: Path, what: str, fix: str) -> Credentials:
         raise ConfigError(f"{what} {path} does not exist or is empty; {fix}")
     last = {"authorization": f"Bearer {token}"}
 
-    def current() -> dict[str, str]:
+    def current(renew: bool = False) -> dict[str, str]:
         nonlocal last
         fresh = _read_token(path)
         if fresh:
@@ -371,10 +383,11 @@ def _read_token(path: Path) -> str:
 def _from_plugin(
     spec: Mapping[str, Any], base: Path, timeout: float, cluster: Mapping[str, Any]
 ) -> tuple[Credentials, dict[str, str]]:
-    told = cluster if spec.get("provideClusterInfo") else None
-    status = run_exec_plugin(spec, str(base), timeout, told)
+    plugin = _Plugin(spec, str(base), cluster if spec.get("provideClusterInfo") else None)
+    plugin.ends = time.monotonic() + timeout
+    status = plugin.run()
     if status.get("token"):
-        return _bearer(str(status["token"])), {}
+        return plugin, {}
     for key in ("clientCertificateData", "clientKeyData"):
         if not isinstance(status.get(key), str):
             raise _plugin_error(spec, "printed no token nor certificate")
@@ -382,6 +395,45 @@ def _from_plugin(
         "cert_file": _private_file(status["clientCertificateData"].encode()),
         "key_file": _private_file(status["clientKeyData"].encode()),
     }
+
+
+@dataclass
+class _Plugin:
+    """An exec plugin's token, run again once it expires or after a 401 (as client-go)."""
+
+    spec: Mapping[str, Any]
+    cwd: str
+    cluster: Mapping[str, Any] | None
+    ends: float = 0.0  # the run's deadline (monotonic): no plugin run outlasts it
+    headers: dict[str, str] = field(default_factory=dict)
+    expires: datetime | None = None
+
+    def run(self) -> dict[str, Any]:
+        timeout = max(self.ends - time.monotonic(), 0.1)
+        status = run_exec_plugin(self.spec, self.cwd, timeout, self.cluster)
+        stamp = status.get("expirationTimestamp")
+        try:
+            self.expires = datetime.fromisoformat(str(stamp)) if stamp else None
+            if self.expires is not None and self.expires.tzinfo is None:
+                raise ValueError(stamp)
+        except ValueError:
+            raise _plugin_error(
+                self.spec, f"printed an expirationTimestamp that is not RFC 3339: {stamp!r}"
+            ) from None
+        if status.get("token"):
+            self.headers = {"authorization": f"Bearer {status['token']}"}
+        elif self.headers:  # mid-run: a certificate instead of a token is no renewal
+            raise _plugin_error(self.spec, "printed no token")
+        return status
+
+    def __call__(self, renew: bool = False) -> dict[str, str]:
+        left = self.expires.timestamp() - time.time() if self.expires else float("inf")
+        if renew or left <= AUTH_REFRESH_SECONDS:
+            try:
+                self.run()
+            except ConfigError as exc:
+                log.warning("%s; the last token is used", exc)
+        return self.headers
 
 
 def run_exec_plugin(

@@ -28,7 +28,7 @@ from reconcile.client import (
     Unconfirmed,
     node_event,
 )
-from reconcile.decide import NodePatch, Plan, Transition
+from reconcile.decide import NodePatch, Plan, Transition, recorded_events
 from reconcile.nodes import MalformedNode, NodeView
 from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
 from reconcile.settings import RunSettings
@@ -289,19 +289,18 @@ def apply_plan(
 def record_events(
     kube: Client, plan: Plan, applied: ApplyResult, run: RunSettings, pool: Pool
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
-    """An Event per hold that started, grew or ended, if any of its patches landed.
+    """An Event per hold that started, grew or ended, if any of its patches landed; at most
+    MAX_EVENTS a run (`recorded_events`).
 
     Events are best effort: a failure is logged and reported, but does not
     fail the run, because the hold itself is in place.
     """
     if not run.events or not plan.transitions:
         return (), ()
-    landed = {r.patch.window for r in applied.results if r.outcome is Outcome.PATCHED}
+    landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
     instance = socket.gethostname()
     sent, errors = [], []
-    for transition in plan.transitions:
-        if transition.window not in landed:
-            continue
+    for transition in recorded_events(plan.transitions, landed):
         try:
             event = node_event(
                 node=transition.node,

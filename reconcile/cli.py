@@ -168,7 +168,9 @@ def status(**params: Any) -> None:
     (someone else set it to "true"), "exempt" (someone set it to "false": Karpenter may
     disrupt it) or "free". It writes nothing, so the write settings (--dry-run,
     --workers, --qps, --events) do not apply: their flags are refused and their
-    environment variables are not read.
+    environment variables are not read. With --output json it prints one whole JSON
+    document (every window, patch and node), for scripts: unlike the other commands'
+    lines, its length grows with the cluster.
     """
     hold = hold_settings(params)
     _warn_about_keys(hold.annotations)
@@ -368,21 +370,10 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
         result.applied.writes if result.applied else 0,
         result.listing.clock,
     )
-    if inv.run.output is Output.JSON:
-        data = (
-            report.render_status_json(result)
-            if mode == "status"
-            else report.render_json(result, mode)
-        )
-        click.echo(json.dumps(data, separators=(",", ":")))  # one JSON line: the last
-    else:
-        lines = (
-            report.render_status_text(result)
-            if mode == "status"
-            else report.render_text(result, streamed=not result.dry_run)
-        )
-        for line in lines:
-            click.echo(line)
+    for warning in report.warnings(result, mode):
+        log.warning("%s", warning)
+    for line in report.final_lines(result, mode, as_json):
+        click.echo(line)
     applied = result.applied
     if applied is not None and applied.failed:
         if applied.fatal:

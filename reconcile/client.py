@@ -3,7 +3,8 @@
 Where and as whom comes from `reconcile.access` as a `Connection`; requests go through a
 urllib3 pool built here and stay small and cheap: metadata-only Accept headers, gzip,
 responses always drained (keep-alive survives), no typed models, and no retries hidden below
-our own policy (reconcile.retry). Credentials are asked for once a second, not per request.
+our own policy (reconcile.retry). Credentials are asked for once a second, not per request;
+a 401 asks for renewed ones once and, if they differ, sends the request again once.
 
 Signatures take and give plain values (a node name, a patch body, metadata dicts), and
 every error status that a caller acts on has its own type, classified once here, so that
@@ -204,10 +205,12 @@ class ListPage:
 
 # --- the client ------------------------------------------------------------------
 
-Credentials = Callable[[], dict[str, str]]
+#: The auth headers: called with no argument at most once per AUTH_REFRESH_SECONDS, and with
+#: `renew=True` after a 401 (an exec plugin then runs again; a fixed token stays as it is).
+Credentials = Callable[..., dict[str, str]]
 
 
-def anonymous() -> dict[str, str]:
+def anonymous(renew: bool = False) -> dict[str, str]:
     """No auth headers."""
     return {}
 
@@ -290,11 +293,15 @@ class Client:
         """Once `stop` is set, requests in flight get STOP_GRACE seconds, then are cut."""
         self._watchdog.stop = stop
 
-    def _credentials(self) -> dict[str, str]:
-        """Auth headers, asked for at most once per AUTH_REFRESH_SECONDS."""
+    def _credentials(self, refused: dict[str, str] | None = None) -> dict[str, str]:
+        """Auth headers, asked for at most once per AUTH_REFRESH_SECONDS; after a 401 on
+        `refused`, renewed once (not again when another worker already renewed them)."""
         with self._lock:  # one refresh at a time: the other workers need its token anyway
             now = self._clock()
-            if now >= self._auth_until:
+            if refused is not None and refused == self._auth:
+                self._auth = dict(self._credentials_of(renew=True))
+                self._auth_until = now + AUTH_REFRESH_SECONDS
+            elif now >= self._auth_until:
                 self._auth = dict(self._credentials_of())
                 self._auth_until = now + AUTH_REFRESH_SECONDS
             return self._auth
@@ -314,17 +321,42 @@ class Client:
         timeout: float | None = None,
         action: Action | None = None,
     ) -> Response:
-        """One HTTP request; the body is always read so the connection is reused."""
+        """One HTTP request; the body is always read so the connection is reused.
+
+        A 401 is answered once with renewed credentials (an exec plugin's token that expired
+        or was revoked), when they differ from the refused ones.
+        """
         verb, what, grant = action or Action()
         target = path + (f"?{urlencode(query)}" if query else "")
         payload = None if body is None else json.dumps(body, separators=(",", ":"))
+        sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip", **(headers or {})}
         seconds = self._seconds(timeout)
+        end = time.monotonic() + seconds  # both tries together
+        auth = self._credentials()
+        response = self._send(method, target, payload, {**sent, **auth}, seconds, action)
+        if response.status == 401 and (renewed := self._credentials(auth)) != auth:
+            left = max(end - time.monotonic(), 0.05)
+            response = self._send(method, target, payload, {**sent, **renewed}, left, action)
+        if not 200 <= response.status < 300:
+            raise _api_error(response, verb, what, grant)
+        return response
+
+    def _send(
+        self,
+        method: str,
+        target: str,
+        payload: str | None,
+        headers: dict[str, str],
+        seconds: float,
+        action: Action | None,
+    ) -> Response:
+        """Send once within `seconds` and read the whole answer, whatever its status."""
+        verb, what, _ = action or Action()
         with self._lock:
             self.requests += 1
-        sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip", **(headers or {})}
         options: dict[str, Any] = {
             "body": payload,
-            "headers": {**sent, **self._credentials()},
+            "headers": headers,
             "timeout": urllib3.Timeout(connect=min(seconds, 5.0), read=seconds),
             "preload_content": False,
             "retries": False,
@@ -349,10 +381,7 @@ class Client:
                 data = b""  # an error status says enough without its body
             finally:
                 raw.release_conn()
-        response = Response(raw.status, raw.headers, data)  # case-insensitive, not copied
-        if not 200 <= raw.status < 300:
-            raise _api_error(response, verb, what, grant)
-        return response
+        return Response(raw.status, raw.headers, data)  # case-insensitive, not copied
 
     def _why(self, call: _Call, exc: Exception) -> str:
         """One line on a failed request: the watchdog's reason if it cut it, else urllib3's."""
@@ -672,7 +701,7 @@ def _api_error(response: Response, verb: str, what: str, grant: str) -> ApiError
     return error_for_status(
         response.status,
         reason or _REASONS.get(response.status, "Error"),
-        message or "(no message)",
+        (message or "(no message)")[:1000],  # a line in our report, however long the answer
         retry_after=retry_after(response.headers.get("Retry-After")),
         verb=verb,
         what=what,

@@ -106,6 +106,7 @@ class NodeDecision:
     created: datetime
     keys: tuple[tuple[str, KeyState], ...]  # state of each relevant key before the run
     patch: NodePatch | None = None
+    selected: bool = True  # matches --node-selector
 
     @property
     def state(self) -> str:
@@ -350,12 +351,8 @@ def decide_node(
     if listed:
         relevant = (*hold.annotations, *sorted(listed - set(hold.annotations)))
     states = tuple((k, key_state(node.annotations, k, claimed)) for k in relevant)
-    held = (
-        mode is Mode.RECONCILE
-        and window.held
-        and not node.deleting
-        and hold.node_selector.matches(node.labels)
-    )
+    selected = hold.node_selector.matches(node.labels)
+    held = mode is Mode.RECONCILE and window.held and not node.deleting and selected
     decision = NodeDecision(
         node=node.name,
         window=window.name,
@@ -363,6 +360,7 @@ def decide_node(
         deleting=node.deleting,
         created=node.created,
         keys=states,
+        selected=selected,
     )
     if node.deleting:
         return decision
@@ -504,6 +502,37 @@ def _transitions(
 
 def _iso(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "-"
+
+
+#: The most Events one run records: one per window whose hold started, grew or ended, and past
+#: this many the rest summed up in one Event per reason (a scope change once sent 1,508).
+MAX_EVENTS = 10
+
+
+def recorded_events(
+    transitions: Sequence[Transition], landed: Sequence[NodePatch]
+) -> tuple[Transition, ...]:
+    """The Events a run records: the transitions whose window had a patch land, at most
+    MAX_EVENTS; past that, the rest are summed up, one Event per reason with its node count."""
+    windows = {p.window for p in landed}
+    events = [t for t in transitions if t.window in windows]
+    if len(events) <= MAX_EVENTS:
+        return tuple(events)
+    reasons = sorted({t.reason for t in events})
+    cut = MAX_EVENTS - len(reasons)
+    summed = []
+    for reason in reasons:
+        rest = [t for t in events[cut:] if t.reason == reason]
+        names = {t.window for t in rest}
+        ended = reason == "HoldEnded"
+        nodes = sum(1 for p in landed if p.window in names and (p.removed if ended else p.added))
+        message = (
+            f"Hold {reason[4:].lower()} for {len(rest)} more windows, {nodes} node(s) in all "
+            f"(one run records at most {MAX_EVENTS} Events)"
+        )
+        if rest:
+            summed.append(Transition(reason, "", rest[0].node, rest[0].node_uid, message))
+    return (*events[:cut], *summed)
 
 
 def decide(

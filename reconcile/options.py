@@ -7,14 +7,18 @@ set but empty is read as empty (click would treat it as unset), and list-valued
 variables are split on commas by the parser, never on whitespace by click.
 
 Commands declare only the settings they use (`settings_for`): an environment variable of
-a setting the command does not use is never read, and its flag is refused by click.
+a setting the command does not use is never read, and its flag is refused by click. Every
+command knows every setting's variable (`check_environment`): an unknown `NODE_HOLDER_*`
+variable is a mistake (exit 2), an unknown `HOLD_*` one gets a warning.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -22,7 +26,7 @@ from typing import Any
 import click
 
 from reconcile import settings as s
-from reconcile.logs import logging_option
+from reconcile.logs import log, logging_option
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -37,10 +41,6 @@ class SettingType(click.ParamType):
 
     def parse(self, text: str) -> Any:
         raise NotImplementedError
-
-    def json_schema(self) -> dict[str, Any]:
-        """The JSON schema of a Helm value for this setting (never wider than `parse`)."""
-        return {"type": "string"}
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, os.PathLike):
@@ -64,56 +64,20 @@ def label(param: click.Parameter | None) -> str:
     return f"{flag} ({env})" if isinstance(env, str) else flag
 
 
-def _ranged(pattern_for: Callable[[int], str], maximum: int) -> str:
-    """A regex alternative matching positive integers, all of them <= maximum."""
-    if maximum < 1:
-        return ""
-    if maximum < 10:
-        return pattern_for(-maximum)
-    digits = len(str(maximum + 1)) - 1  # 10**digits - 1 <= maximum
-    return pattern_for(digits)
-
-
-def _digits(n: int) -> str:
-    return f"[1-{-n}]" if n < 0 else ("[1-9]" + (f"[0-9]{{0,{n - 1}}}" if n > 1 else ""))
-
-
 class Duration(SettingType):
     name = "duration"
 
-    def __init__(self, bounds: s.DurationRange = s.HOLD_RANGE, optional: bool = False) -> None:
+    def __init__(
+        self, bounds: s.DurationRange, optional: bool = False, bare_minutes: bool = False
+    ) -> None:
         self.bounds = bounds
         self.optional = optional
+        self.bare_minutes = bare_minutes  # the hold duration only: `HOLD_DURATION=20`
 
     def parse(self, text: str) -> timedelta | None:
         if self.optional:
             return s.parse_optional_duration(text, self.bounds)
-        return s.parse_duration(text, self.bounds)
-
-    def json_schema(self) -> dict[str, Any]:
-        """Plain `20m`, `2h`, `90s`, `1h30m` forms whose every match is within range."""
-        low, high = self.bounds.low.total_seconds(), self.bounds.high.total_seconds()
-        forms = []
-        for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-            if size < low:
-                continue
-            most = int(high // size)
-            if most >= 1:
-                forms.append(_ranged(_digits, most) + unit)
-        most_hours = int((high - 3599) // 3600)
-        if most_hours >= 1 and low <= 3600:
-            forms.append(_ranged(_digits, most_hours) + "h(?:[1-5]?[0-9]m)")
-        pattern = "^(?:" + "|".join(forms) + ")$"
-        if self.optional:
-            pattern = "^$|" + pattern
-        return {"type": "string", "pattern": pattern}
-
-
-_KEY_PATTERN = (
-    r"(?!node-holder\.dev/)"
-    r"(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?){0,2}/)?"
-    r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-)
+        return s.parse_duration(text, self.bounds, bare_minutes=self.bare_minutes)
 
 
 class AnnotationKeys(SettingType):
@@ -122,14 +86,6 @@ class AnnotationKeys(SettingType):
     def parse(self, text: str) -> tuple[str, ...]:
         return s.parse_annotation_keys(text)
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "pattern": f"^{_KEY_PATTERN}(?:,{_KEY_PATTERN})*$"}
-
-
-_LABEL_VALUE = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_KEY_ONLY = _KEY_PATTERN.replace(r"(?!node-holder\.dev/)", "")
-_TERM = rf"(?:!?{_KEY_ONLY}|{_KEY_ONLY}(?:=|==|!=){_LABEL_VALUE})"
-
 
 class LabelSelector(SettingType):
     name = "selector"
@@ -137,18 +93,12 @@ class LabelSelector(SettingType):
     def parse(self, text: str) -> s.Selector:
         return s.parse_selector_text(text)
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "pattern": f"^$|^{_TERM}(?:,{_TERM})*$"}
-
 
 class LabelKey(SettingType):
     name = "label"
 
     def parse(self, text: str) -> str:
         return s.parse_label_key(text)
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "pattern": f"^{_KEY_ONLY}$"}
 
 
 class Choice(SettingType):
@@ -163,9 +113,6 @@ class Choice(SettingType):
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
         return "[" + "|".join(self.choices) + "]"
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "enum": list(self.choices)}
-
 
 class Integer(SettingType):
     name = "integer"
@@ -175,9 +122,6 @@ class Integer(SettingType):
 
     def parse(self, text: str) -> int:
         return s.parse_int(text, self.low, self.high)
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "integer", "minimum": self.low, "maximum": self.high}
 
 
 class Number(SettingType):
@@ -189,18 +133,12 @@ class Number(SettingType):
     def parse(self, text: str) -> float:
         return s.parse_number(text, self.low, self.high)
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "number", "minimum": self.low, "maximum": self.high}
-
 
 class Boolean(SettingType):
     name = "boolean"
 
     def parse(self, text: str) -> bool:
         return s.parse_bool(text)
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "boolean"}
 
 
 class Verbosity(SettingType):
@@ -211,9 +149,6 @@ class Verbosity(SettingType):
     def parse(self, text: str) -> int:
         return s.parse_int(text, 0, 3)
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "integer", "minimum": 0, "maximum": 3}
-
 
 class CronJobName(SettingType):
     """`NAMESPACE/NAME` of a CronJob; empty: none."""
@@ -222,10 +157,6 @@ class CronJobName(SettingType):
 
     def parse(self, text: str) -> s.CronJobRef | None:
         return s.parse_cronjob_ref(text)
-
-    def json_schema(self) -> dict[str, Any]:
-        label = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
-        return {"type": "string", "pattern": f"^$|^{label}/[a-z0-9](?:[-a-z0-9]{{0,50}}[a-z0-9])?$"}
 
 
 class Text(SettingType):
@@ -237,9 +168,6 @@ class Text(SettingType):
         if not text.strip():
             raise s.Invalid("is empty", "give a value or unset it")
         return text
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "minLength": 1, "pattern": r"\S"}
 
 
 class _SettingOption(click.Option):
@@ -308,7 +236,7 @@ SETTINGS: tuple[Setting, ...] = (
         "hold_duration",
         "--hold-duration",
         "HOLD_DURATION",
-        Duration(s.HOLD_RANGE),
+        Duration(s.HOLD_RANGE, bare_minutes=True),
         "20m",
         "Hold while the youngest node is younger than this: 90s, 20m, 1h30m, PT20M, or a bare "
         "number of minutes; from 1s to 7d (longer is almost surely a mistake).",
@@ -483,8 +411,8 @@ SETTINGS: tuple[Setting, ...] = (
         "NODE_HOLDER_OUTPUT",
         Choice(s.Output),
         "text",
-        "Results on stdout: text lines, or JSON lines (one per patch as it lands, then the "
-        "whole result as the last line).",
+        "Results on stdout: text lines, or JSON lines (one per patch as it lands, then a "
+        "summary as the last line; status: one whole document).",
     ),
     Setting(
         "log_format",
@@ -543,19 +471,57 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 
 
 def settings_for(command: str) -> Decorator:
-    """Decorate a command with exactly the options it uses, each defined once above."""
+    """Decorate a command with exactly the options it uses, each defined once above, and
+    check the environment's variable names when it runs (so `--help` always answers)."""
     decorators = [BY_NAME[name].option() for name in COMMANDS[command]]
 
     def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def checked(*args: Any, **params: Any) -> Any:
+            for warning in check_environment(os.environ):
+                log.warning("%s", warning)
+            return func(*args, **params)
+
         for decorator in reversed(decorators):
-            func = decorator(func)
-        return func
+            checked = decorator(checked)
+        return checked
 
     return apply
 
 
 def env_names(command: str) -> tuple[str, ...]:
     return tuple(BY_NAME[name].env for name in COMMANDS[command])
+
+
+#: The project's variables that are not settings: the test suite's (docs/testing.md).
+NOT_SETTINGS = ("NODE_HOLDER_REQUIRE_TOOLS", "NODE_HOLDER_E2E_KUBECONFIG")
+#: What Kubernetes sets in a pod for a Service named `node-holder...` or `hold...`.
+_SERVICE_LINK = re.compile(r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_[A-Z]+\w*)?)$")
+
+
+def check_environment(environ: Mapping[str, str]) -> list[str]:
+    """Warnings for unknown `HOLD_*` variables; ConfigError for an unknown `NODE_HOLDER_*`
+    one (`NODE_HOLDER_DRYRUN=true` would otherwise run for real), naming the closest."""
+    found = [
+        name
+        for name in sorted(environ, key=lambda n: not n.startswith("NODE_HOLDER_"))
+        if name.startswith(("NODE_HOLDER_", "HOLD_"))
+        and name not in BY_ENV
+        and name not in NOT_SETTINGS
+        and not _SERVICE_LINK.match(name)
+    ]
+    warnings = []
+    for name in found:
+        closest = difflib.get_close_matches(name, list(BY_ENV), n=1, cutoff=0)[0]
+        if name.startswith("NODE_HOLDER_"):
+            raise s.ConfigError(
+                f"{name} is not a node-holder setting (the closest is {closest}); "
+                "fix its name or unset it"
+            )
+        warnings.append(
+            f"{name} is not a node-holder setting and is ignored (the closest is {closest})"
+        )
+    return warnings
 
 
 _ENV_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")

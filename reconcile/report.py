@@ -1,7 +1,9 @@
 """Text and JSON renderings of a run: the lines people read in `kubectl logs`.
 
 Wording follows kube-janitor's `node/<name>: would add ...` lines, then one
-summary line per run.
+summary line per run. No line grows with the cluster: per-node detail is in the per-node
+lines, and the final JSON line lists a few windows, errors and Events (LISTED) and counts the rest
+(log pipelines drop lines over 16 KiB). `status --output json` stays one whole document.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from reconcile.apply import NodeResult, Outcome
-from reconcile.decide import HoldWindow, Mode, NodeDecision, NodePatch, Plan
+from reconcile.decide import HoldWindow, KeyState, Mode, NodeDecision, NodePatch, Plan
 from reconcile.run import RunResult
 from reconcile.settings import Scope, format_duration
 
@@ -116,11 +118,15 @@ _ORDER = (
     "tidied",
     "failed",
     "unchanged",
+    "not selected",
     "held by others",
     "exempt",
     "deleting",
     "gone",
 )
+#: Windows, errors and Events the final JSON line lists at most (each list in LISTED_BYTES of
+#: JSON); it counts the others.
+LISTED, LISTED_BYTES = 20, 4096
 
 
 def _landed_category(patch: NodePatch) -> str:
@@ -145,6 +151,8 @@ def _category(
     patch = decision.patch
     if decision.deleting:
         return "deleting", None
+    if patch is None and not decision.selected:
+        return "not selected", None  # outside --node-selector: never "unchanged"
     if patch is None:
         state = decision.state
         return (state if state in ("held by others", "exempt") else "unchanged"), None
@@ -210,6 +218,65 @@ def decision_lines(result: RunResult) -> list[str]:
     return lines
 
 
+def unheeded(plan: Plan) -> list[str]:
+    """Hold settings that select nothing in this cluster, as given: said, not swallowed."""
+    hold, nodes = plan.hold, len(plan.decisions)
+    if plan.mode is Mode.RELEASE or not nodes:
+        return []
+    found = []
+    if hold.node_selector and not any(d.selected for d in plan.decisions):
+        found.append(
+            f"--node-selector (HOLD_NODE_SELECTOR) {hold.node_selector.text!r} matches none of "
+            f"the {nodes} nodes: no node is held"
+        )
+    if hold.trigger_selector and not any(w.triggers for w in plan.windows):
+        found.append(
+            f"--trigger-selector (HOLD_TRIGGER_SELECTOR) {hold.trigger_selector.text!r} "
+            f"matches none of the {nodes} nodes: no node starts a hold"
+        )
+    if hold.scope is Scope.GROUP and all(w.name.startswith("!") for w in plan.windows):
+        found.append(
+            f"--group-label (HOLD_GROUP_LABEL) {hold.group_label!r} is on none of the {nodes} "
+            "nodes: they all form one group"
+        )
+    return found
+
+
+def owned_in_dry_run(plan: Plan) -> str | None:
+    """A dry run removes nothing: holds this tool owns stay until a real run or a release."""
+    owned = sum(1 for d in plan.decisions if any(s is KeyState.OURS for _, s in d.keys))
+    if not owned:
+        return None
+    return (
+        f"dry run: {owned} nodes carry hold annotations of node-holder, which a dry run never "
+        "removes; release them with `node-holder release`, or run without --dry-run "
+        "(NODE_HOLDER_DRY_RUN)"
+    )
+
+
+def warnings(result: RunResult, command: str) -> list[str]:
+    """What stderr says about this run besides errors: settings that select nothing, and a
+    dry run's holds left in place."""
+    found = unheeded(result.plan)
+    if command == "reconcile" and result.dry_run and (owned := owned_in_dry_run(result.plan)):
+        found.append(owned)
+    return found
+
+
+def final_lines(result: RunResult, command: str, as_json: bool) -> list[str]:
+    """Stdout once the run is done; a real run printed its per-node lines as they landed."""
+    if command == "status":
+        return [_line(render_status_json(result))] if as_json else render_status_text(result)
+    if not as_json:
+        return render_text(result, streamed=not result.dry_run)
+    planned = [json.dumps(planned_json(p)) for p in result.plan.patches if result.dry_run]
+    return [*planned, _line(render_json(result, command))]
+
+
+def _line(data: dict[str, Any]) -> str:
+    return json.dumps(data, separators=(",", ":"))
+
+
 def landed_line(result: NodeResult) -> str:
     """The line for one node's patch, printed the moment its result is known."""
     return patch_line(result.patch, result, dry_run=False)
@@ -272,17 +339,29 @@ def _headline(plan: Plan) -> dict[str, Any]:
     }
 
 
-def render_json(result: RunResult, command: str) -> dict[str, Any]:
+def planned_json(patch: NodePatch) -> dict[str, Any]:
+    """A dry run's line for one node's patch (a real run's: `landed_json`)."""
+    return {"node": patch.node, "action": patch.action, "body": patch.body()}
+
+
+def _listed(key: str, items: list[Any], whole: bool) -> dict[str, Any]:
+    shown: list[Any] = []
+    size = 0
+    for item in items:
+        size += len(json.dumps(item))
+        if not whole and (len(shown) == LISTED or size > LISTED_BYTES):
+            break
+        shown.append(item)
+    return {key: shown, f"{key}NotListed": len(items) - len(shown)}
+
+
+def render_json(result: RunResult, command: str, whole: bool = False) -> dict[str, Any]:
+    """The run's last line; `whole` (status) also lists every window, patch and error."""
     plan = result.plan
-    outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
-    patches = [
-        landed_json(outcomes[p.node])
-        if p.node in outcomes
-        else {"node": p.node, "action": p.action, "body": p.body()}
-        for p in plan.patches
-    ]
     counted = tally(result)
-    return {
+    windows = [w for w in plan.windows if plan.hold.scope != Scope.NODE or w.held]
+    windows.sort(key=lambda w: not w.held)  # the held ones first
+    data = {
         "command": command,
         "dryRun": result.dry_run,
         "now": iso(plan.now),
@@ -291,16 +370,13 @@ def render_json(result: RunResult, command: str) -> dict[str, Any]:
         "holdDuration": format_duration(plan.hold.hold_duration),
         "annotations": list(plan.hold.annotations),
         **_headline(plan),
-        "windows": [
-            window_json(w, plan.now)
-            for w in plan.windows
-            if plan.hold.scope != Scope.NODE or w.held
-        ],
-        "patches": patches,
-        "errors": list(result.errors) + list(result.event_errors),
-        "events": [
-            {"reason": t.reason, "node": t.node, "message": t.message} for t in result.events
-        ],
+        **_listed("windows", [window_json(w, plan.now) for w in windows], whole),
+        **_listed("errors", [*result.errors, *result.event_errors], whole),
+        **_listed(
+            "events",
+            [{"reason": t.reason, "node": t.node, "message": t.message} for t in result.events],
+            whole,
+        ),
         "summary": {
             "nodes": counted.nodes,
             **{_camel(c): counted.categories.get(c, 0) for c in _ORDER},
@@ -312,6 +388,9 @@ def render_json(result: RunResult, command: str) -> dict[str, Any]:
             "listPages": result.listing.pages,
         },
     }
+    if whole:
+        data["patches"] = [planned_json(p) for p in plan.patches]
+    return data
 
 
 def _camel(category: str) -> str:
@@ -386,6 +465,7 @@ def render_status_text(result: RunResult) -> list[str]:
 
 
 def render_status_json(result: RunResult) -> dict[str, Any]:
-    data = render_json(result, "status")
+    """One whole document for scripts, however many nodes."""
+    data = render_json(result, "status", whole=True)
     data["nodes"] = status_rows(result.plan)
     return data

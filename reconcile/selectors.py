@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reconcile.names import label_value_problem, qualified_name_problem
 
@@ -68,6 +68,7 @@ class Selector:
     """A conjunction of requirements; the empty selector matches every node."""
 
     requirements: tuple[Requirement, ...] = ()
+    text: str = field(default="", compare=False)  # as given, for messages
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return all(r.matches(labels) for r in self.requirements)
@@ -160,4 +161,4 @@ def parse_selector(text: str | None) -> Selector:
         if not part.strip():
             raise SelectorError(f"empty requirement in {text!r}")
         requirements.append(_parse_requirement(part))
-    return Selector(tuple(requirements))
+    return Selector(tuple(requirements), text.strip())

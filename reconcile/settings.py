@@ -118,15 +118,16 @@ class Invalid(ValueError):
 
 
 _NUM = r"[0-9]+(?:\.[0-9]+)?"
-_UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
-_GO_DURATION_RE = re.compile(rf"(?:{_NUM}[wdhms])+", re.ASCII)
-_GO_PART_RE = re.compile(rf"({_NUM})([wdhms])", re.ASCII)
+_UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+_GO_UNIT = r"(?:ms|[wdhms])"  # `ms` first: `100ms` is not 100 minutes and a stray `s`
+_GO_DURATION_RE = re.compile(rf"(?:{_NUM}{_GO_UNIT})+", re.ASCII)
+_GO_PART_RE = re.compile(rf"({_NUM})({_GO_UNIT})", re.ASCII)
 _ISO_DURATION_RE = re.compile(
     rf"P(?:(?P<w>{_NUM})W)?(?:(?P<d>{_NUM})D)?"
     rf"(?:T(?:(?P<h>{_NUM})H)?(?:(?P<m>{_NUM})M)?(?:(?P<s>{_NUM})S)?)?",
     re.IGNORECASE | re.ASCII,
 )
-DURATION_EXAMPLES = "90s, 20m, 1h30m, PT20M, or a bare number of minutes"
+DURATION_EXAMPLES = "90s, 20m, 1h30m, PT20M"
 
 
 @dataclass(frozen=True)
@@ -148,9 +149,9 @@ HISTORY_RANGE = DurationRange(timedelta(minutes=1), timedelta(days=400))  # simu
 
 
 def _duration_seconds(raw: str) -> float | None:
-    """Seconds in `raw`, or None if it is not a duration at all."""
+    """Seconds in `raw` (a bare number: minutes), or None if it is not a duration at all."""
     if re.fullmatch(_NUM, raw, re.ASCII):
-        return float(raw) * 60  # a bare number means minutes: the original chart's holdDuration
+        return float(raw) * 60
     if _GO_DURATION_RE.fullmatch(raw.lower()):
         return sum(float(n) * _UNIT_SECONDS[u] for n, u in _GO_PART_RE.findall(raw.lower()))
     found = _ISO_DURATION_RE.fullmatch(raw)
@@ -159,16 +160,22 @@ def _duration_seconds(raw: str) -> float | None:
     return None
 
 
-def parse_duration(text: str, bounds: DurationRange = HOLD_RANGE) -> timedelta:
-    """`90s`, `20m`, `1h30m`, `2d`, ISO 8601 `PT20M`, or a bare number of minutes, within bounds.
+def parse_duration(
+    text: str, bounds: DurationRange = HOLD_RANGE, *, bare_minutes: bool = False
+) -> timedelta:
+    """`90s`, `20m`, `1h30m`, `2d`, ISO 8601 `PT20M`, within bounds; with `bare_minutes` (the
+    hold duration only: the original chart's `holdDuration: 20`) also a bare number of minutes.
 
     The range is checked on the number before a timedelta exists, so `99999999999` is
     refused as out of range instead of overflowing.
     """
-    fix = f"use a duration {bounds.describe()}, such as {DURATION_EXAMPLES}"
+    examples = DURATION_EXAMPLES + (", or a bare number of minutes" if bare_minutes else "")
+    fix = f"use a duration {bounds.describe()}, such as {examples}"
     raw = text.strip()
     if not raw:
         raise Invalid("is empty", fix)
+    if not bare_minutes and re.fullmatch(_NUM, raw.lstrip("+-"), re.ASCII):
+        raise Invalid("has no unit", fix)
     seconds = _duration_seconds(raw.lstrip("+-"))
     if seconds is None:
         raise Invalid("is not a duration", fix)

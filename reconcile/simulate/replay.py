@@ -6,8 +6,9 @@ timeline's deletions and arrivals change an in-memory node list, `decide()` (the
 function the CronJob calls between reading and writing) plans the run, and the plan's
 patches are applied to the nodes' metadata as the API server would apply a JSON merge
 patch (RFC 7386), guarded by the resourceVersion. Events come from the plan's
-transitions as the real run sends them: one per transition whose window had a patch
-land. Nothing here interprets annotation keys or decides anything.
+transitions as the real run sends them (`recorded_events`: one per transition whose
+window had a patch land, at most MAX_EVENTS a run). Nothing here interprets annotation
+keys or decides anything.
 
 decide() is pure, so a hold window whose nodes did not change since its last
 decision, and whose `hold_until` the clock did not cross, decides the same again:
@@ -29,7 +30,16 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from reconcile.decide import HoldWindow, NodePatch, NodeView, Plan, Transition, decide, window_name
+from reconcile.decide import (
+    HoldWindow,
+    NodePatch,
+    NodeView,
+    Plan,
+    Transition,
+    decide,
+    recorded_events,
+    window_name,
+)
 from reconcile.settings import (
     ConfigError,
     HoldSettings,
@@ -123,7 +133,7 @@ def parse_compare(text: str, base: HoldSettings) -> list[HoldSettings]:
 
 def _compare_duration(text: str, where: str, what: str = "hold duration") -> timedelta:
     try:
-        return parse_duration(text)
+        return parse_duration(text, bare_minutes=what == "hold duration")
     except ValueError as exc:
         raise ConfigError(
             f"{where}: {what} {text!r} {exc}; use e.g. --compare {COMPARE_EXAMPLE}"
@@ -370,14 +380,6 @@ def run_cost(nodes: int, plan_patches: int, events: int, page_size: int) -> RunC
     return RunCost(max(1, math.ceil(nodes / page_size)), plan_patches, events)
 
 
-def landed_transitions(
-    transitions: Iterable[Transition], patches: Iterable[NodePatch]
-) -> list[Transition]:
-    """The Events a run records: a transition whose window had at least one patch land."""
-    landed = {p.window for p in patches}
-    return [t for t in transitions if t.window in landed]
-
-
 # --- deciding, window by window ------------------------------------------------------------
 
 
@@ -543,7 +545,7 @@ class _Column:
         patches = [p for d in decided for p in d.patches]
         for patch in patches:
             self._put(apply_patch(self.decider.view(patch.node), patch))
-        sent = landed_transitions([t for d in decided for t in d.transitions], patches)
+        sent = recorded_events([t for d in decided for t in d.transitions], patches)
         cost = run_cost(
             present, len(patches), len(sent) if self.events_on else 0, REPLAY_RUN.page_size
         )

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,69 @@ def test_the_plugin_s_time_counts_against_the_run_timeout(api: ApiServer, tmp_pa
     assert result.code == 1, result.stderr
     assert hung.hits >= 1, "the list was sent"
     assert elapsed < 4 + 1.5  # a bound: 3 s of plugin and then a whole --timeout was 7 s
+
+
+def counting_plugin(tmp_path: Path, tokens: list[str], expires: list[str]) -> str:
+    """A plugin that hands out `tokens[k]` expiring at `expires[k]` on its k-th run and counts
+    its runs in tmp_path/runs."""
+    answers = [
+        {
+            "apiVersion": V1,
+            "kind": "ExecCredential",
+            "status": {"token": t, "expirationTimestamp": e},
+        }
+        for t, e in zip(tokens, expires, strict=True)
+    ]
+    (tmp_path / "answers").write_text("".join(json.dumps(a) + "\n" for a in answers))
+    return plugin(tmp_path, f'cd {tmp_path}; echo run >> runs; sed -n "$(wc -l < runs)p" answers\n')
+
+
+def test_a_credential_refused_mid_run_is_renewed_and_the_held_cluster_ends_fully_held(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    """The issue's run: a plugin's token expires (at the server's time) after 60 of 200 patches.
+    Each 401 runs the plugin once more and sends the refused request again once."""
+    start = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    api.set_clock(start)
+    api.add_nodes(199, created=start - timedelta(hours=3), eks=False)
+    young(api, "new-node")
+    tokens, expiry = [f"short-lived-{k}" for k in range(6)], []
+    for k, token in enumerate(tokens):
+        expiry.append(start + timedelta(minutes=k + 1))  # each token lasts 60 patches
+        api.accept_token(token, "admin", expires=expiry[-1])
+    # The server's clock runs a second per patch: the plugin's expirationTimestamp (right for
+    # the server) is still ahead for this machine's clock, so only the 401 tells.
+    api.on_request(lambda r: r.method == "PATCH" and api.advance_clock(timedelta(seconds=1)))
+    stamps = [e.strftime("%Y-%m-%dT%H:%M:%SZ") for e in expiry]
+    kubeconfig = edited(api, tmp_path, with_exec(counting_plugin(tmp_path, tokens, stamps)))
+
+    result = reconcile(kubeconfig, "--output", "json")
+
+    assert result.code == 0, result.stderr
+    assert all(api.annotations(n) == OURS for n in api.node_names())
+    assert result.json["summary"]["added"] == 200
+    refused = [r for r in api.requests if r.status == 401]
+    assert refused and {r.method for r in refused} == {"PATCH"}
+    assert (tmp_path / "runs").read_text().count("run") == 4  # 200 patches, 60 per token
+
+
+def test_an_exec_credential_is_renewed_once_its_expiration_timestamp_passes(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    """Before it is refused: a token past its expirationTimestamp is not sent again."""
+    api.write_latency = 0.15  # 12 patches one at a time: the run lasts more than a second
+    api.add_nodes(11, created=api.now() - timedelta(hours=3), eks=False)
+    young(api, "new-node")
+    passed = (datetime.now(UTC) - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    script = counting_plugin(tmp_path, [api.token("admin")] * 50, [passed] * 50)
+    kubeconfig = edited(api, tmp_path, with_exec(script))
+
+    result = reconcile(kubeconfig, "--workers", "1")
+
+    assert result.code == 0, result.stderr
+    assert all(api.annotations(n) == OURS for n in api.node_names())
+    assert (tmp_path / "runs").read_text().count("run") >= 2
+    assert 401 not in {r.status for r in api.requests}  # renewed before any refusal
 
 
 # --- certificates ------------------------------------------------------------------------

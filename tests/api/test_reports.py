@@ -25,6 +25,7 @@ CATEGORIES = (
     "tidied",
     "failed",
     "unchanged",
+    "notSelected",
     "heldByOthers",
     "exempt",
     "deleting",
@@ -143,3 +144,104 @@ def test_the_free_period_after_max_hold_is_reported(api: ApiServer, kubeconfig: 
     assert window["freeUntil"] == free and window["held"] is False
     table = run(kubeconfig, "status", "--max-hold", "1h")
     assert f"free until {free}" in table.stdout
+
+
+def test_a_run_records_at_most_ten_events_and_sums_up_the_rest(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """A change of scope during a hold: every node becomes its own window, and each ends its
+    hold. One Event per window would be 60 here (1,508 in the issue's cluster)."""
+    for i in range(60):
+        add(api, f"n{i:02}", 300, {KEY: "true", MARKER: KEY})
+
+    result = run(kubeconfig, "reconcile", "--hold-scope", "node", "--output", "json")
+
+    assert result.code == 0, result.stderr
+    assert summary(result)["removed"] == 60
+    events = api.events
+    assert len(events) == len(result.json["events"]) == 10
+    assert all(e["reason"] == "HoldEnded" for e in events)
+    single, (summed,) = events[:9], events[9:]
+    assert all("removed from 1 node(s)" in e["message"] for e in single)
+    assert summed["message"] == (
+        "Hold ended for 51 more windows, 51 node(s) in all (one run records at most 10 Events)"
+    )
+    named = {e["involvedObject"]["name"] for e in events}
+    assert len(named) == 10 and named <= set(api.node_names())
+
+
+def test_nodes_outside_the_node_selector_are_not_selected_never_unchanged(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    for name, labels in (("a1", {"pool": "a"}), ("a2", {"pool": "a"}), ("b1", {"pool": "b"})):
+        api.add_node(name, created=api.now() - timedelta(hours=5), eks=False, labels=labels)
+    add(api, "new", 2)
+    selector = ("--node-selector", "pool in ( a )")
+
+    text = run(kubeconfig, "reconcile", "--dry-run", *selector)
+    as_json = run(kubeconfig, "reconcile", *selector, "--output", "json")
+
+    assert text.code == as_json.code == 0, as_json.stderr
+    assert "2 would be added, 0 would be removed, 0 unchanged, 2 not selected" in text.lines[-1]
+    data = summary(as_json)
+    assert (data["added"], data["unchanged"], data["notSelected"]) == (2, 0, 2), data
+    assert sum(data[c] for c in CATEGORIES) == data["nodes"] == 4
+    assert "matches none" not in text.stderr + as_json.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "warning"),
+    [
+        (
+            ("--node-selector", "pool in ( c )"),
+            "--node-selector (HOLD_NODE_SELECTOR) 'pool in ( c )' matches none of the 2 nodes",
+        ),
+        (
+            ("--trigger-selector", "karpenter.sh/nodepool"),
+            "--trigger-selector (HOLD_TRIGGER_SELECTOR) 'karpenter.sh/nodepool' matches none "
+            "of the 2 nodes",
+        ),
+        (
+            ("--hold-scope", "group", "--group-label", "example.com/team"),
+            "--group-label (HOLD_GROUP_LABEL) 'example.com/team' is on none of the 2 nodes",
+        ),
+    ],
+)
+def test_a_setting_that_selects_nothing_is_said_on_stderr(
+    api: ApiServer, kubeconfig: Path, args: tuple[str, ...], warning: str
+) -> None:
+    api.add_node("old", created=api.now() - timedelta(hours=5), eks=False, labels={"pool": "a"})
+    add(api, "new", 2)
+    for command in ("reconcile", "status"):
+        for output in ("text", "json"):
+            result = run(kubeconfig, command, *args, "--output", output)
+            assert result.code == 0, result.stderr
+            assert warning in result.stderr, result.stderr
+            assert warning not in result.stdout
+    if args[0] == "--node-selector":
+        assert summary(result)["notSelected"] == 2 and summary(result)["unchanged"] == 0
+        assert all(KEY not in api.annotations(n) for n in ("old", "new"))
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_a_dry_run_says_on_every_run_how_many_holds_it_leaves_and_how_to_release_them(
+    api: ApiServer, kubeconfig: Path, output: str
+) -> None:
+    for name in ("a", "b", "c"):
+        add(api, name, 300, {KEY: "true", MARKER: KEY})
+    add(api, "free", 300)
+    said = (
+        "dry run: 3 nodes carry hold annotations of node-holder, which a dry run never "
+        "removes; release them with `node-holder release`"
+    )
+    for _ in range(2):
+        result = run(kubeconfig, "reconcile", "--dry-run", "--output", output)
+        assert result.code == 0, result.stderr
+        assert said in result.stderr, result.stderr
+        if output == "json":  # each node's would-be patch is its own line, as in a real run
+            planned = [json.loads(line) for line in result.lines[:-1]]
+            assert sorted(p["node"] for p in planned) == ["a", "b", "c"]
+            assert {p["action"] for p in planned} == {"remove"}
+    assert all(api.annotations(n)[KEY] == "true" for n in ("a", "b", "c"))
+    assert said not in run(kubeconfig, "reconcile").stderr  # a real run removes them
+    assert "dry run:" not in run(kubeconfig, "reconcile", "--dry-run").stderr

@@ -393,9 +393,9 @@ class _Handler(BaseHTTPRequestHandler):
         multi = parse_qs(url.query, keep_blank_values=True)
         query = {k: v[0] for k, v in multi.items()}
         body = self._read_body()
-        identity = api._tokens.authenticate(self.headers.get("Authorization"))
+        identity = api._tokens.authenticate(self.headers.get("Authorization"), api.now())
         if identity is None and path_token:
-            identity = api._tokens.from_token(path_token)
+            identity = api._tokens.from_token(path_token, api.now())
         content_type = self.headers.get("Content-Type", "")
         record = RequestRecord(
             method=method,
@@ -611,9 +611,12 @@ class ApiServer:
         """The bearer token of `admin` or `readonly` ("" for `noauth`)."""
         return self._tokens.token(identity)
 
-    def accept_token(self, token: str, identity: str = "admin") -> None:
-        """Also take `token` (a JWT from an identity provider, say) as `identity`."""
-        self._tokens.accept(token, identity)
+    def accept_token(
+        self, token: str, identity: str = "admin", expires: datetime | None = None
+    ) -> None:
+        """Also take `token` (a JWT from an identity provider, say) as `identity`, until
+        `expires` on the server's clock if given."""
+        self._tokens.accept(token, identity, expires)
 
     def write_kubeconfig(
         self, path: str | Path, identity: str = "admin", context: str = "test"

@@ -14,12 +14,16 @@ bound to get/list/watch, so a write gets 403 with the RBAC authorizer's wording 
 search tool against real clusters' messages: `nodes "x" is forbidden: User "..." cannot patch
 resource "nodes" in API group "" at the cluster scope`). Discovery and /version are allowed for
 every authenticated identity (system:discovery, system:public-info-viewer).
+
+A token accepted with `expires` gets 401 from that time of the server's clock on, as a JWT
+past its `exp` claim does.
 """
 
 from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -52,6 +56,7 @@ class Tokens:
     def __init__(self) -> None:
         self._by_identity = {name: f"{name}-{secrets.token_hex(16)}" for name in IDENTITIES}
         self._by_token = {token: IDENTITIES[name] for name, token in self._by_identity.items()}
+        self._expires: dict[str, datetime] = {}
 
     def token(self, identity: str) -> str:
         """The bearer token for `identity` ("" for "noauth")."""
@@ -59,18 +64,23 @@ class Tokens:
             return ""
         return self._by_identity[identity]
 
-    def accept(self, token: str, identity: str) -> None:
-        """Also take `token` as `identity` (as an OIDC or webhook authenticator would)."""
+    def accept(self, token: str, identity: str, expires: datetime | None = None) -> None:
+        """Also take `token` as `identity` (as an OIDC or webhook authenticator would), until
+        `expires` on the server's clock if given."""
         self._by_token[token] = IDENTITIES[identity]
+        if expires is not None:
+            self._expires[token] = expires
 
-    def authenticate(self, header: str | None) -> Identity | None:
+    def authenticate(self, header: str | None, now: datetime) -> Identity | None:
         """The identity behind an `Authorization: Bearer ...` header, if any."""
         if not header or not header.lower().startswith("bearer "):
             return None
-        return self._by_token.get(header[7:].strip())
+        return self.from_token(header[7:].strip(), now)
 
-    def from_token(self, token: str) -> Identity | None:
-        """The identity of a bare token (from the `/token/<t>` path prefix)."""
+    def from_token(self, token: str, now: datetime) -> Identity | None:
+        """The identity of a bare token (a header's, or from the `/token/<t>` path prefix)."""
+        if token in self._expires and now >= self._expires[token]:
+            return None
         return self._by_token.get(token)
 
 

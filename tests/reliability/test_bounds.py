@@ -195,3 +195,43 @@ def test_a_hold_too_big_for_one_run_converges_over_the_next_runs_without_redoing
     assert all(api.annotations(n) == OURS for n in names)
     stored = Counter(r.path for r in api.writes() if r.stored)
     assert set(stored.values()) == {1}  # no node was written twice across the runs
+
+
+LINE_LIMIT = 16 * 1024  # container runtimes split longer lines, log pipelines drop them
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_no_line_is_longer_than_16_kib_at_1500_nodes(
+    api: ApiServer, kubeconfig: Path, output: str
+) -> None:
+    """A dry run (every node its own held window), a hold start, a release whose every patch
+    fails with a long message, and a release: per-node detail is in the per-node lines, the
+    last line sums up, messages are cut."""
+    now = api.now()
+    api.add_nodes(1_500, created=lambda i: now - timedelta(minutes=5, seconds=i % 60), eks=False)
+    long = "metadata.annotations: Invalid value: " + "x" * 20_000  # a server's long message
+    fails = Fault(method="PATCH", path=f"^{NODES}/", status=422, message=long, times=None)
+    formats = ("--kubeconfig", str(kubeconfig), "--output", output, "--log-format", output)
+
+    runs = {"dry run": run_cli("reconcile", "--dry-run", "--hold-scope", "node", *formats)}
+    runs["hold start"] = run_cli("reconcile", *formats)
+    api.inject(fails)
+    runs["failing release"] = run_cli("release", *formats)
+    api.clear_faults()
+    runs["release"] = run_cli("release", *formats)
+
+    for name, result in runs.items():
+        assert result.code == (1 if name == "failing release" else 0), (name, result.stderr)
+        lines = result.stdout.splitlines() + result.stderr.splitlines()
+        longest = max(len(line.encode()) for line in lines)
+        assert longest <= LINE_LIMIT, (name, longest)
+        assert len(result.lines) >= 1_500, name  # a line per node, and the summing up
+    assert all(api.annotations(n) == {} for n in api.node_names())
+    if output == "json":
+        dry, failed = runs["dry run"].json, runs["failing release"].json
+        assert dry["windows"] and len(dry["windows"]) + dry["windowsNotListed"] == 1_500
+        assert dry["summary"]["added"] == 1_500
+        assert failed["errors"] and len(failed["errors"]) + failed["errorsNotListed"] == 1_500
+        assert failed["summary"]["failed"] == 1_500
+        assert runs["hold start"].json["summary"]["added"] == 1_500
+    assert "1500 node(s) not patched" in runs["failing release"].stderr.splitlines()[-1]

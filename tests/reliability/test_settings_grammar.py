@@ -151,7 +151,7 @@ def reconcile(kubeconfig: Path, *args: str, env: dict[str, str] | None = None) -
         ({"HOLD_DURATION": "٢٠"}, ("HOLD_DURATION", "not a duration")),
         ({"NODE_HOLDER_WORKERS": "８"}, ("NODE_HOLDER_WORKERS", "not a whole number")),  # noqa: RUF001
         ({"NODE_HOLDER_TIMEOUT": "0.0000001s"}, ("NODE_HOLDER_TIMEOUT", "shorter than 1s")),
-        ({"HOLD_MAX_DURATION": "99999999999"}, ("HOLD_MAX_DURATION", "longer than 7d")),
+        ({"HOLD_MAX_DURATION": "99999999999h"}, ("HOLD_MAX_DURATION", "longer than 7d")),
         ({"NODE_HOLDER_REQUEST_TIMEOUT": "1d"}, ("NODE_HOLDER_REQUEST_TIMEOUT", "10m")),
     ],
 )
@@ -255,6 +255,110 @@ def test_known_keys_get_no_warning(api: ApiServer, kubeconfig: Path) -> None:
     result = reconcile(kubeconfig, "--annotation", "karpenter.sh/do-not-disrupt")
     assert result.code == 0
     assert "not read by" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "env", "named"),
+    [
+        ("reconcile", (), {"NODE_HOLDER_TIMEOUT": "45"}, "--timeout (NODE_HOLDER_TIMEOUT): '45'"),
+        ("status", ("--request-timeout", "10"), {}, "--request-timeout (NODE_HOLDER_REQUEST"),
+        ("reconcile", (), {"HOLD_MAX_DURATION": "60"}, "--max-hold (HOLD_MAX_DURATION): '60'"),
+        ("release", ("--timeout", "1"), {}, "--timeout (NODE_HOLDER_TIMEOUT): '1'"),
+        ("simulate", ("-", "--interval", "1"), {}, "--interval: '1'"),
+        ("simulate", ("-", "--last", "24"), {}, "--last: '24'"),
+    ],
+)
+def test_a_duration_without_a_unit_is_refused_but_for_the_hold_duration(
+    api: ApiServer, kubeconfig: Path, command: str, args: tuple[str, ...], env, named: str
+) -> None:
+    """`HOLD_DURATION=20` is the original chart's 20 minutes; `NODE_HOLDER_TIMEOUT=45` was
+    45 minutes too, which nobody means: every other duration needs its unit."""
+    young(api, "new")
+    access = () if command == "simulate" else ("--kubeconfig", str(kubeconfig))
+
+    result = run_cli(command, *access, *args, env=env)
+
+    assert result.code == 2, result
+    line = assert_one_clear_line(result.stderr)
+    assert named in line and "has no unit" in line and "bare number" not in line, line
+    assert api.requests == []
+    held = reconcile(kubeconfig, "--output", "json", env={"HOLD_DURATION": "20"})
+    assert held.code == 0 and held.json["holdDuration"] == "20m", held
+
+
+def test_an_unknown_hold_variable_gets_a_warning_naming_it(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    young(api, "new")
+
+    result = reconcile(kubeconfig, env={"HOLD_DURATON": "45m"})
+
+    assert result.code == 0, result
+    assert "HOLD_DURATON is not a node-holder setting" in result.stderr
+    assert "closest is HOLD_DURATION" in result.stderr
+    assert api.annotations("new") == OURS
+
+
+VALID = {
+    "HOLD_DURATION": "20",
+    "HOLD_ANNOTATION": KEY,
+    "HOLD_SCOPE": "cluster",
+    "HOLD_GROUP_LABEL": "karpenter.sh/nodepool",
+    "HOLD_TRIGGER_SELECTOR": "",
+    "HOLD_NODE_SELECTOR": "",
+    "HOLD_MAX_DURATION": "",
+    "NODE_HOLDER_CLOCK": "server",
+    "NODE_HOLDER_TIMEOUT": "45s",
+    "NODE_HOLDER_REQUEST_TIMEOUT": "10s",
+    "NODE_HOLDER_PAGE_SIZE": "500",
+    "NODE_HOLDER_DRY_RUN": "false",
+    "NODE_HOLDER_WORKERS": "8",
+    "NODE_HOLDER_QPS": "1000",
+    "NODE_HOLDER_EVENTS": "true",
+    "NODE_HOLDER_SUSPEND_CRONJOB": "",
+    "NODE_HOLDER_OUTPUT": "text",
+    "NODE_HOLDER_LOG_FORMAT": "text",
+    "NODE_HOLDER_VERBOSE": "0",
+    # not settings: the test suite's, and what a Service named node-holder puts in a pod
+    "NODE_HOLDER_REQUIRE_TOOLS": "1",
+    "NODE_HOLDER_E2E_KUBECONFIG": "/nowhere",
+    "NODE_HOLDER_SERVICE_HOST": "10.0.0.1",
+    "NODE_HOLDER_PORT_8080_TCP_ADDR": "10.0.0.1",
+}
+
+
+@pytest.mark.parametrize("command", ["reconcile", "status", "release", "simulate"])
+def test_every_command_takes_every_setting_s_variable_and_refuses_an_unknown_one(
+    api: ApiServer, kubeconfig: Path, command: str, tmp_path: Path
+) -> None:
+    """The chart feeds one ConfigMap of settings to every command; `NODE_HOLDER_DRYRUN=true`
+    ran for real before."""
+    assert set(VALID) >= {s.env for s in SETTINGS} - {"KUBECONFIG", "NODE_HOLDER_CONTEXT"}
+    young(api, "new")
+    timeline = tmp_path / "timeline.yaml"
+    timeline.write_text("nodes: [{name: a, created: 2026-11-22T12:00:00Z}]\n")
+    where = (str(timeline),) if command == "simulate" else ("--kubeconfig", str(kubeconfig))
+
+    refused = run_cli(command, *where, env={**VALID, "NODE_HOLDER_DRYRUN": "true"})
+
+    assert refused.code == 2, refused
+    line = assert_one_clear_line(refused.stderr)
+    assert "NODE_HOLDER_DRYRUN" in line and "closest is NODE_HOLDER_DRY_RUN" in line, line
+    assert api.requests == []
+    assert KEY not in api.annotations("new")
+
+    result = run_cli(command, *where, env=VALID)
+
+    assert result.code == 0, result
+    assert "not a node-holder setting" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["reconcile", "status", "release", "simulate"])
+def test_help_answers_whatever_the_environment_holds(command: str) -> None:
+    """An unknown variable blocks a run, never the help that would show the right name."""
+    result = run_cli(command, "--help", env={"NODE_HOLDER_DRYRUN": "true", "HOLD_DURATON": "1h"})
+    assert result.code == 0, result
+    assert f"Usage: node-holder {command}" in result.stdout and result.stderr == ""
 
 
 def test_no_command_prints_help_on_stdout_and_exits_0() -> None:

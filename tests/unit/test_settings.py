@@ -10,7 +10,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconcile.options import BY_NAME
-from reconcile.settings import ConfigError, format_duration, parse_duration
+from reconcile.settings import (
+    HISTORY_RANGE,
+    HOLD_RANGE,
+    INTERVAL_RANGE,
+    REQUEST_TIMEOUT_RANGE,
+    TIMEOUT_RANGE,
+    ConfigError,
+    DurationRange,
+    Invalid,
+    format_duration,
+    parse_duration,
+)
 
 
 def convert(name: str, text: str):
@@ -41,7 +52,7 @@ def convert(name: str, text: str):
     ],
 )
 def test_durations_people_write_are_understood(text: str, expected: timedelta) -> None:
-    assert parse_duration(text) == expected
+    assert parse_duration(text, bare_minutes=True) == expected  # the hold duration's grammar
 
 
 @pytest.mark.parametrize(
@@ -108,3 +119,24 @@ def test_bad_selector_names_the_option() -> None:
     assert str(info.value).startswith(
         "--node-selector (HOLD_NODE_SELECTOR): 'a in (' is not a label selector"
     )
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [HOLD_RANGE, TIMEOUT_RANGE, REQUEST_TIMEOUT_RANGE, INTERVAL_RANGE, HISTORY_RANGE],
+    ids=["hold", "timeout", "request-timeout", "interval", "last"],
+)
+def test_the_bounds_an_error_names_are_accepted(bounds: DurationRange) -> None:
+    """A fix that says "from 100ms to 10m" must accept `100ms` and `10m` as written."""
+    with pytest.raises(Invalid) as refused:
+        parse_duration("0s", bounds)
+    for text in (format_duration(bounds.low), format_duration(bounds.high)):
+        assert text in refused.value.fix
+        assert parse_duration(text, bounds) in (bounds.low, bounds.high)
+
+
+def test_milliseconds_are_not_minutes() -> None:
+    assert parse_duration("100ms", REQUEST_TIMEOUT_RANGE) == timedelta(milliseconds=100)
+    assert parse_duration("1m30s") == timedelta(seconds=90)
+    with pytest.raises(Invalid, match="shorter than 100ms"):
+        parse_duration("99ms", REQUEST_TIMEOUT_RANGE)
