@@ -1,53 +1,62 @@
 # karpenter-node-holder image: `node-holder reconcile` by default.
 #
+#   make image                          # CI's and a developer's build (buildah, no registry)
+#   make image IMAGE_BASES=release      # the release's build: these ARG defaults
 #   docker build -t ghcr.io/karpenter-node-holder/karpenter-node-holder:0.1.0 .
 #
-# Reproducible: the base is pinned by digest and every dependency is installed
-# from requirements/runtime.lock with its sha256 (`pip install --require-hashes`).
-#
-# Both stages use the same base: an exact Python patch release on Debian
-# bookworm, pinned by the digest of its multi-architecture index (linux/amd64
-# and linux/arm64 resolve from the same digest). To bump it:
-#   docker buildx imagetools inspect python:3.11.15-slim-bookworm   # "Digest:" line
-# then change PYTHON_VERSION and PYTHON_DIGEST together (tests/packaging checks
-# the form), and `make lock` if the Python version changes what resolves.
-ARG PYTHON_VERSION=3.11.14
-ARG PYTHON_DIGEST=sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
+# Debian bookworm's python3 in both stages (docs/install.md, "The image"). The release builds
+# on the two images below, pinned by the digest of their multi-architecture index (Renovate
+# keeps the digests current: .github/renovate.json). `make image` passes BUILD_BASE and
+# RUNTIME_BASE made from the same Debian packages by scripts/debian_bases.sh, because the
+# machines it runs on reach Debian's archive but no container registry.
+ARG BUILD_BASE=docker.io/library/debian:bookworm-slim@sha256:96e378d7e6531ac9a15ad505478fcc2e69f371b10f5cdf87857c4b8188404716
+ARG RUNTIME_BASE=gcr.io/distroless/python3-debian12:latest@sha256:2fdb05402a2cf21cf78fdb3ba4c5db167241e9e498140f5bf689d7efb773731f
 
 # ---- build: the wheel, and a venv holding it and the locked dependencies ------
-FROM python:${PYTHON_VERSION}-slim-bookworm@${PYTHON_DIGEST} AS build
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+FROM ${BUILD_BASE} AS build
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
+# Debian's python3 and its venv module: the interpreter the runtime base runs (python3.11 of
+# bookworm). No compiler: the project is pure Python and every locked dependency is a wheel.
+RUN apt-get -qq update \
+    && apt-get -qq install -y --no-install-recommends python3-venv=3.11.2-1+b1 \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the wheel is built from (.dockerignore allow-lists the same).
-COPY requirements/runtime.lock requirements/runtime.lock
+COPY requirements/build.lock requirements/runtime.lock requirements/
 COPY pyproject.toml README.md ./
 COPY reconcile/ reconcile/
-# The project is pure Python: no compiler, no apt-get. The venv is created
-# without pip: the base image's pip installs into it (--python), so neither
-# pip nor setuptools nor wheel ends up in what the runtime stage copies.
-# --require-hashes: every file pip installs must match a hash in the lock.
-# --no-deps on the wheel: its dependencies are exactly the locked ones.
+# The release passes the tag's commit time: wheel entries and .pyc files (checked-hash, not
+# mtime-based, when it is set) come out the same for the same sources.
+ARG SOURCE_DATE_EPOCH
+# /opt/build: pip, setuptools and wheel from requirements/build.lock (--require-hashes: every
+# file must match a hash in the lock); the wheel is built with them, not with whatever an
+# isolated build would download. /opt/node-holder: the runtime venv, made without pip; the
+# build venv's pip installs into it (--python), so no pip, setuptools or wheel reaches the
+# runtime stage. --no-deps on the wheel: its dependencies are exactly the locked ones.
 # --compile writes the .pyc files now: the pod's root filesystem is read-only.
-RUN pip wheel --no-deps --wheel-dir /tmp/wheels . \
-    && python -m venv --without-pip /opt/node-holder \
-    && pip --python /opt/node-holder/bin/python install --compile --require-hashes \
-       --no-deps -r requirements/runtime.lock \
-    && pip --python /opt/node-holder/bin/python install --compile --no-deps /tmp/wheels/*.whl
+RUN python3 -m venv /opt/build \
+    && /opt/build/bin/pip install --require-hashes --no-deps -r requirements/build.lock \
+    && /opt/build/bin/pip wheel --no-deps --no-build-isolation --check-build-dependencies \
+       --wheel-dir /tmp/wheels . \
+    && python3 -m venv --without-pip /opt/node-holder \
+    && /opt/build/bin/pip --python /opt/node-holder/bin/python install --compile \
+       --require-hashes --no-deps -r requirements/runtime.lock \
+    && /opt/build/bin/pip --python /opt/node-holder/bin/python install --compile --no-deps \
+       /tmp/wheels/*.whl
 
-# ---- runtime: the venv, nothing else -------------------------------------------
-FROM python:${PYTHON_VERSION}-slim-bookworm@${PYTHON_DIGEST}
-ARG PYTHON_VERSION
+# ---- runtime: the base's python3 and the venv, nothing else -----------------------
+FROM ${RUNTIME_BASE}
 # Keep in step with reconcile.__version__ (tests/packaging/test_dockerfile.py checks);
-# the release workflow passes the tag.
+# the release passes the tag.
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="karpenter-node-holder" \
       org.opencontainers.image.description="Holds every node with karpenter.sh/do-not-disrupt while the cluster has just scaled up; runs as a Kubernetes CronJob." \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.source="https://github.com/karpenter-node-holder/karpenter-node-holder" \
-      org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.base.name="docker.io/library/python:${PYTHON_VERSION}-slim-bookworm"
+      org.opencontainers.image.licenses="Apache-2.0"
 
 COPY --from=build /opt/node-holder /opt/node-holder
 
@@ -55,9 +64,11 @@ ENV PATH="/opt/node-holder/bin:${PATH}" \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 
-# Numeric, so the kubelet can verify runAsNonRoot without reading /etc/passwd;
-# no /etc/passwd entry is needed (HOME is never read: the pod mounts no
-# kubeconfig, and the in-cluster service account is found by path).
+WORKDIR /
+# Numeric, so the kubelet can verify runAsNonRoot without reading /etc/passwd. Nothing needs
+# a passwd entry or a home: inside a pod the service account is found by path, and
+# ~/.kube/config is looked for only when no other source applies (make image-test runs the
+# image with uid 65532, no passwd entry and no HOME).
 USER 65532:65532
 ENTRYPOINT ["node-holder"]
 CMD ["reconcile"]

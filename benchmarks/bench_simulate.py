@@ -1,13 +1,21 @@
-"""How long `node-holder simulate` takes: the bundled day and a 2,000-node `kubectl get nodes`.
+"""How long `node-holder simulate` takes, and how much memory, on days of 500 to 10,000 nodes.
 
     .venv/bin/python benchmarks/bench_simulate.py [--baseline /path/to/other/checkout]
 
 Each row is one whole command (`python -m reconcile simulate ...` in a fresh process, so
 interpreter start-up, reading the timeline and printing the report are included), run
-`--repeat` times; the table shows the best and the median wall time. With `--baseline`, the
-same commands also run from another checkout (e.g. a worktree of the commit before the
-in-memory replay) and the table shows both side by side. Targets (issue 13): the bundled
-day with five configurations under 2 s, the 2,000-node day under 10 s.
+`--repeat` times: the table shows the best and the median wall time, the largest peak
+memory (the child's maximum resident set size) and, from the report's last line, the runs
+the replay decided and the runs it skipped because nothing could change. With `--baseline`,
+the same commands also run once from another checkout (e.g. `git archive` of main), each
+row right under this checkout's. Two kinds of day:
+- batch days: `reconcile/examples/generate_day.py` at a scale (the bundled day's pools,
+  bursts and jobs, N times the nodes), written as JSON;
+- kubectl days: `kubectl get nodes -o json` of a busy EKS cluster (EKS-shaped nodes from
+  tests/kubeapi/nodegen.py): three quarters days to weeks old, a quarter that came up
+  during the last day in scale-ups of 1 to 12 nodes, 10 being deleted; `--last 24h`.
+Targets (issue 23): a 2,000-node day with five configurations within 5 s, a 10,000-node
+day with one configuration within 60 s, on the project's 2-core machine.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -27,14 +36,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from reconcile.examples import generate_day  # noqa: E402
 from tests.kubeapi.nodegen import ip_name, make_eks_node  # noqa: E402
 
 KUBECTL_AT = datetime(2024, 5, 15, tzinfo=UTC)  # when `kubectl get nodes -o json` ran
 POOL = "karpenter.sh/nodepool"
-COMPARE = "10m,40m,20m/group,20m/node"
+COMPARE = ["--compare", "10m,40m,20m/group,20m/node"]
+SCALES = {500: 5, 2000: 17, 10000: 99}  # generate_day scales that give about that many nodes
 
 
-def cluster_nodes(count: int = 2000, seed: int = 13) -> dict:
+def cluster_nodes(count: int, seed: int = 13) -> dict:
     """`kubectl get nodes -o json` of a busy EKS cluster: what is left of its last 24 h.
 
     A quarter of the nodes came up during the last day in scale-ups of 1 to 12 nodes
@@ -64,81 +75,131 @@ def cluster_nodes(count: int = 2000, seed: int = 13) -> dict:
     return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {}}
 
 
-def cases(workdir: Path) -> list[tuple[str, list[str], bool]]:
-    """(what, simulate arguments, whether to time the baseline too) for each row."""
-    nodes = workdir / "nodes-2000.json"
-    if not nodes.exists():
-        nodes.write_text(json.dumps(cluster_nodes(), indent=2))
-    day = str(ROOT / "reconcile" / "examples" / "batch-day.yaml")
-    big = [str(nodes), "--last", "24h"]
-    return [
-        ("bundled day, 5 configurations (make demo)", [day, "--compare", COMPARE], True),
-        ("2,000-node kubectl day, primary (20m)", big, True),
-        # The old replay needs about five times the row above here: not worth the wait.
-        ("2,000-node kubectl day, 5 configurations", [*big, "--compare", COMPARE], False),
+def batch_day(scale: int) -> dict:
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    nodes = [
+        {
+            **n,
+            "created": n["created"].strftime(stamp),
+            "deleted": n["deleted"] and n["deleted"].strftime(stamp),
+        }  # type: ignore[union-attr]
+        for n in generate_day.nodes(scale)
     ]
+    day = generate_day.DAY
+    return {
+        "start": day.strftime(stamp),
+        "end": (day + timedelta(days=1)).strftime(stamp),
+        "nodes": nodes,
+    }
+
+
+def cases(workdir: Path) -> list[tuple[str, list[str]]]:
+    """(what, simulate arguments) for each row; write_inputs() writes the files they read."""
+    day = str(ROOT / "reconcile/examples/batch-day.yaml")
+    rows = [("bundled day, 5 configurations", [day, *COMPARE])]
+    for size in SCALES:
+        for compare in (COMPARE, []) if size == 10000 else (COMPARE,):
+            what = f"batch day ~{size:,}, {'5 configurations' if compare else 'primary'}"
+            rows.append((what, [str(workdir / f"batch-{size}.json"), *compare]))
+    for size in SCALES:
+        compare = [] if size == 10000 else COMPARE
+        what = f"kubectl day {size:,}, {'5 configurations' if compare else 'primary'}"
+        rows.append((what, [str(workdir / f"kubectl-{size}.json"), "--last", "24h", *compare]))
+    return rows
+
+
+def write_inputs(workdir: Path, only: str) -> None:
+    """The days the chosen rows read, as files (written in a child process: the parent
+    stays small, so the peak memory a child reports, which counts what it was forked from,
+    is its own)."""
+    wanted = {args[0] for what, args in cases(workdir) if only in what}
+    for size, scale in SCALES.items():
+        if str(workdir / f"batch-{size}.json") in wanted:
+            (workdir / f"batch-{size}.json").write_text(json.dumps(batch_day(scale)))
+        if str(workdir / f"kubectl-{size}.json") in wanted:
+            (workdir / f"kubectl-{size}.json").write_text(json.dumps(cluster_nodes(size)))
 
 
 def timed(checkout: Path, args: list[str], timeout: float) -> tuple[float, float, str]:
-    """(wall seconds, CPU seconds of the child, last line of its report) for one command."""
-    before = os.times()
+    """(wall seconds, peak RSS in MB, first and last line of its report) for one command."""
     began = time.perf_counter()
-    try:
-        done = subprocess.run(
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
             [sys.executable, "-m", "reconcile", "simulate", *args],
             cwd=checkout,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
+            stdout=out,
+            stderr=err,
             env={**os.environ, "PYTHONPATH": str(checkout)},
         )
-    except subprocess.TimeoutExpired:
-        return timeout, float("nan"), f"exit: timed out after {timeout:.0f}s"
-    wall = time.perf_counter() - began
-    after = os.times()
-    cpu = (after.children_user - before.children_user) + (
-        after.children_system - before.children_system
-    )
-    if done.returncode != 0:
-        return wall, cpu, f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"
-    return wall, cpu, done.stdout.strip().splitlines()[-1]
+        while (waited := os.wait4(proc.pid, os.WNOHANG))[0] == 0:
+            if time.perf_counter() - began > timeout:
+                proc.kill()
+                return timeout, float("nan"), f"exit: timed out after {timeout:.0f}s"
+            time.sleep(0.02)
+        wall = time.perf_counter() - began
+        proc.returncode = os.waitstatus_to_exitcode(waited[1])
+        rss = waited[2].ru_maxrss / 1024
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            return wall, rss, f"exit {proc.returncode}: {err.read().strip().splitlines()[-1:]}"
+        lines = out.read().strip().splitlines()
+        return wall, rss, f"{lines[0]}\n{lines[-1]}"
+
+
+def figures(report: str) -> tuple[str, str, str]:
+    """(nodes, runs decided, runs skipped) from the report's first and last lines."""
+    nodes = re.search(r"\(([\d,]+) nodes\)", report)
+    found = re.search(r"\(([\d,]+) runs decided, ([\d,]+) skipped", report)
+    decided, skipped = found.groups() if found else ("-", "-")
+    return (f"{int(nodes.group(1)):,}" if nodes else "-"), decided, skipped
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per row (default 3)")
-    parser.add_argument(
-        "--baseline", type=Path, help="another checkout to time the same commands from"
-    )
-    parser.add_argument(
-        "--baseline-timeout", type=float, default=900, help="seconds per baseline command"
-    )
+    parser.add_argument("--baseline", type=Path, help="another checkout to time once per row")
+    parser.add_argument("--baseline-timeout", type=float, default=900, help="seconds per command")
     parser.add_argument("--only", default="", help="run only rows whose description has this")
+    parser.add_argument("--write-inputs", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.write_inputs:
+        write_inputs(args.write_inputs, args.only)
+        return 0
     checkouts = [ROOT, *([args.baseline.resolve()] if args.baseline else [])]
     print(
         f"node-holder simulate: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; wall = whole command, best of "
-        f"{args.repeat} (median), CPU = the command's user+system time"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; wall = whole command, best (median) of "
+        f"{args.repeat}; memory = peak RSS; runs = decided / skipped, all configurations"
     )
     with tempfile.TemporaryDirectory(prefix="bench-simulate-") as tmp:
+        subprocess.run(
+            [sys.executable, __file__, "--write-inputs", tmp, "--only", args.only], check=True
+        )
         rows = [c for c in cases(Path(tmp)) if args.only in c[0]]
-        head = f"{'replay':<44} {'checkout':<16} {'wall s':>14} {'CPU s':>7}"
+        head = (
+            f"{'replay':<36} {'nodes':>6}  {'checkout':<9} {'wall s':>15} {'memory':>8} "
+            f"{'runs decided':>13} {'skipped':>8}"
+        )
         print(head)
         print("-" * len(head))
-        for what, sim_args, with_baseline in rows:
-            for checkout in checkouts if with_baseline else checkouts[:1]:
+        for what, sim_args in rows:
+            for checkout in checkouts:
                 repeat = args.repeat if checkout == ROOT else 1
                 timeout = 600 if checkout == ROOT else args.baseline_timeout
-                runs = [timed(checkout, sim_args, timeout) for _ in range(repeat)]
-                walls = sorted(r[0] for r in runs)
+                results = [timed(checkout, sim_args, timeout) for _ in range(repeat)]
+                walls = sorted(r[0] for r in results)
                 wall = f"{walls[0]:.2f} ({statistics.median(walls):.2f})"
-                cpu = min(r[1] for r in runs)
-                label = "new (in memory)" if checkout == ROOT else "baseline"
-                print(f"{what:<44} {label:<16} {wall:>14} {cpu:>7.2f}", flush=True)
-                if runs[0][2].startswith("exit"):
-                    print(f"  {runs[0][2]}")
+                memory = f"{max(r[1] for r in results):.0f} MB"
+                nodes, decided, skipped = figures(results[0][2])
+                label = "this" if checkout == ROOT else "baseline"
+                print(
+                    f"{what:<36} {nodes:>6}  {label:<9} {wall:>15} {memory:>8} "
+                    f"{decided:>13} {skipped:>8}",
+                    flush=True,
+                )
+                if results[0][2].startswith("exit"):
+                    print(f"  {results[0][2]}")
     return 0
 
 

@@ -250,6 +250,16 @@ def _pinning(command: str, params: dict[str, Any]) -> None:
     "What a column leaves out comes from the options above.",
 )
 @click.option(
+    "--sweep",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[DURATIONS]",
+    help="Instead of --compare: replay the hold options with each of these hold durations "
+    "(default 5m,10m,15m,20m,30m,45m,1h,2h) and show what each buys against what it costs: "
+    "launches avoided against node-hours kept (estimates), as a table and, with --plot, a curve.",
+)
+@click.option(
     "--interval",
     default="1m",
     show_default=True,
@@ -301,6 +311,7 @@ def simulate(timeline: tuple[str, ...], **opts: Any) -> None:
     \b
     Examples:
       node-holder simulate reconcile/examples/batch-day.yaml --compare 10m,40m,20m/group
+      node-holder simulate reconcile/examples/batch-day.yaml --sweep 10m,20m,40m,1h
       kubectl get nodes -o json | node-holder simulate - --last 24h
       node-holder simulate history.csv --hold-duration 30m --output json
     """
@@ -326,10 +337,10 @@ def _simulate(paths: tuple[str, ...], opts: dict[str, Any]) -> None:
     if opts["plot"]:
         plot.check_available(opts["plot"])
     try:
-        asked = Asked(opts["compare"], interval, opts["start"], opts["end"], last)
+        asked = Asked(opts["compare"], interval, opts["start"], opts["end"], last, opts["sweep"])
         request = prepare(paths, hold_settings(opts), asked)
         progress = simulate_report.ProgressLine(sys.stderr, len(request.holds))
-        result = run_simulation(*request, ReplayOptions(opts["events"], progress))
+        result = run_simulation(request, ReplayOptions(opts["events"], progress))
         progress.close()
     except SimulationFailed as exc:
         raise RuntimeFailure(f"simulate: {exc}") from None

@@ -42,10 +42,6 @@ class SettingType(click.ParamType):
     def parse(self, text: str) -> Any:
         raise NotImplementedError
 
-    def json_schema(self) -> dict[str, Any]:
-        """The JSON schema of a Helm value for this setting (never wider than `parse`)."""
-        return {"type": "string"}
-
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, os.PathLike):
             value = os.fspath(value)  # in-process callers pass paths; a shell passes text
@@ -68,20 +64,6 @@ def label(param: click.Parameter | None) -> str:
     return f"{flag} ({env})" if isinstance(env, str) else flag
 
 
-def _ranged(pattern_for: Callable[[int], str], maximum: int) -> str:
-    """A regex alternative matching positive integers, all of them <= maximum."""
-    if maximum < 1:
-        return ""
-    if maximum < 10:
-        return pattern_for(-maximum)
-    digits = len(str(maximum + 1)) - 1  # 10**digits - 1 <= maximum
-    return pattern_for(digits)
-
-
-def _digits(n: int) -> str:
-    return f"[1-{-n}]" if n < 0 else ("[1-9]" + (f"[0-9]{{0,{n - 1}}}" if n > 1 else ""))
-
-
 class Duration(SettingType):
     name = "duration"
 
@@ -97,45 +79,12 @@ class Duration(SettingType):
             return s.parse_optional_duration(text, self.bounds)
         return s.parse_duration(text, self.bounds, bare_minutes=self.bare_minutes)
 
-    def json_schema(self) -> dict[str, Any]:
-        """Plain `20m`, `2h`, `90s`, `1h30m` forms whose every match is within range."""
-        low, high = self.bounds.low.total_seconds(), self.bounds.high.total_seconds()
-        forms = []
-        for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-            if size < low:
-                continue
-            most = int(high // size)
-            if most >= 1:
-                forms.append(_ranged(_digits, most) + unit)
-        most_hours = int((high - 3599) // 3600)
-        if most_hours >= 1 and low <= 3600:
-            forms.append(_ranged(_digits, most_hours) + "h(?:[1-5]?[0-9]m)")
-        pattern = "^(?:" + "|".join(forms) + ")$"
-        if self.optional:
-            pattern = "^$|" + pattern
-        return {"type": "string", "pattern": pattern}
-
-
-_KEY_PATTERN = (
-    r"(?!node-holder\.dev/)"
-    r"(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?){0,2}/)?"
-    r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-)
-
 
 class AnnotationKeys(SettingType):
     name = "keys"
 
     def parse(self, text: str) -> tuple[str, ...]:
         return s.parse_annotation_keys(text)
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "pattern": f"^{_KEY_PATTERN}(?:,{_KEY_PATTERN})*$"}
-
-
-_LABEL_VALUE = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_KEY_ONLY = _KEY_PATTERN.replace(r"(?!node-holder\.dev/)", "")
-_TERM = rf"(?:!?{_KEY_ONLY}|{_KEY_ONLY}(?:=|==|!=){_LABEL_VALUE})"
 
 
 class LabelSelector(SettingType):
@@ -144,18 +93,12 @@ class LabelSelector(SettingType):
     def parse(self, text: str) -> s.Selector:
         return s.parse_selector_text(text)
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "pattern": f"^$|^{_TERM}(?:,{_TERM})*$"}
-
 
 class LabelKey(SettingType):
     name = "label"
 
     def parse(self, text: str) -> str:
         return s.parse_label_key(text)
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "pattern": f"^{_KEY_ONLY}$"}
 
 
 class Choice(SettingType):
@@ -170,9 +113,6 @@ class Choice(SettingType):
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
         return "[" + "|".join(self.choices) + "]"
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "enum": list(self.choices)}
-
 
 class Integer(SettingType):
     name = "integer"
@@ -182,9 +122,6 @@ class Integer(SettingType):
 
     def parse(self, text: str) -> int:
         return s.parse_int(text, self.low, self.high)
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "integer", "minimum": self.low, "maximum": self.high}
 
 
 class Number(SettingType):
@@ -196,18 +133,12 @@ class Number(SettingType):
     def parse(self, text: str) -> float:
         return s.parse_number(text, self.low, self.high)
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "number", "minimum": self.low, "maximum": self.high}
-
 
 class Boolean(SettingType):
     name = "boolean"
 
     def parse(self, text: str) -> bool:
         return s.parse_bool(text)
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "boolean"}
 
 
 class Verbosity(SettingType):
@@ -218,9 +149,6 @@ class Verbosity(SettingType):
     def parse(self, text: str) -> int:
         return s.parse_int(text, 0, 3)
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "integer", "minimum": 0, "maximum": 3}
-
 
 class CronJobName(SettingType):
     """`NAMESPACE/NAME` of a CronJob; empty: none."""
@@ -229,10 +157,6 @@ class CronJobName(SettingType):
 
     def parse(self, text: str) -> s.CronJobRef | None:
         return s.parse_cronjob_ref(text)
-
-    def json_schema(self) -> dict[str, Any]:
-        label = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
-        return {"type": "string", "pattern": f"^$|^{label}/[a-z0-9](?:[-a-z0-9]{{0,50}}[a-z0-9])?$"}
 
 
 class Text(SettingType):
@@ -244,9 +168,6 @@ class Text(SettingType):
         if not text.strip():
             raise s.Invalid("is empty", "give a value or unset it")
         return text
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "minLength": 1, "pattern": r"\S"}
 
 
 class _SettingOption(click.Option):

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
+EIGHTHS = " ▏▎▍▌▋▊▉"  # a bar's last character
 WIDTH = 72
+BAR_WIDTH = 16
 _LABEL_STEPS = [
     timedelta(minutes=m) for m in (5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080)
 ]
@@ -27,6 +29,13 @@ def _block(fraction: float) -> str:
     if fraction <= 0:
         return " "
     return BLOCKS[max(1, min(8, round(fraction * 8)))]
+
+
+def bar(fraction: float, width: int = BAR_WIDTH) -> str:
+    """A row's bar, in eighths of a character; anything above nothing shows at least `▏`."""
+    eighths = max(round(min(fraction, 1.0) * width * 8), 1 if fraction > 0 else 0)
+    full, rest = divmod(eighths, 8)
+    return "█" * full + EIGHTHS[rest].strip()
 
 
 def share_line(held: Sequence[int], present: Sequence[int], per: int) -> str:

@@ -1,17 +1,19 @@
 """Node timelines for `node-holder simulate`: which nodes existed when, read from files.
 
 Formats (docs/simulate.md has examples):
-- YAML or JSON: `nodes: [{name, created, deleted, labels}]`, optional `start:`/`end:`;
+- YAML or JSON: `nodes: [{name, created, deleted, labels, annotations}]`, optional
+  `start:`/`end:`;
 - CSV: a header `name,created,deleted,labels`, labels written `k=v;k2=v2`;
 - kubectl's own JSON or YAML output, so a cluster's data needs no conversion:
   `kubectl get nodes -o json` (NodeList or List of Node), Karpenter
   `kubectl get nodeclaims -o json`, and node Events
   (`kubectl get events -A --field-selector involvedObject.kind=Node -o json`).
 
-Every problem is one ConfigError line `FILE:LINE: what is wrong; how to fix` (exit 2).
-Lines come from the parser (YAML marks, JSON `lineno`, CSV rows); for a bad value
-found later, the file is composed again as YAML (JSON is YAML too) and the path
-of the entry (`nodes[3].created`) is looked up there.
+Every problem is one TimelineError line `FILE:LINE: what is wrong; how to fix` (exit 2).
+Each format turns its records into fields that know where they sit (a path in the
+document, or a CSV row), and one function checks them all. Lines come from the parser
+(YAML marks, JSON `lineno`, CSV rows); for a bad value found later, the file is composed
+again as YAML (JSON is YAML too) and the path (`nodes[3].created`) is looked up there.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -33,7 +35,6 @@ import yaml
 from reconcile.names import label_value_problem, qualified_name_problem
 from reconcile.settings import ConfigError
 
-FORMATS = ("yaml", "json", "csv")
 CSV_COLUMNS = ("name", "created", "deleted", "labels")
 ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")
 TOP_KEYS = ("nodes", "start", "end", "description")
@@ -43,6 +44,7 @@ TIME_EXAMPLE = "2024-05-14T08:30:00Z"
 _NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 Where = tuple[str | int, ...]  # where a value sits in the document: ("nodes", 3, "created")
+Fields = dict[str, tuple[Any, Where]]  # a record's raw values, each with where it sits
 
 
 class TimelineError(ConfigError):
@@ -65,45 +67,37 @@ class TimelineNode:
 
     def overlaps(self, other: TimelineNode) -> bool:
         """Whether two lives with the same name overlap (so they are the same node)."""
-        lo = datetime.min.replace(tzinfo=UTC)
-        hi = datetime.max.replace(tzinfo=UTC)
-        a0, a1 = self.created or lo, self.deleted or hi
-        b0, b1 = other.created or lo, other.deleted or hi
-        return a0 < b1 and b0 < a1
+        lo, hi = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+        return (self.created or lo) < (other.deleted or hi) and (other.created or lo) < (
+            self.deleted or hi
+        )
 
 
 @dataclass(frozen=True)
 class Timeline:
-    nodes: tuple[TimelineNode, ...]
-    sources: tuple[str, ...]
+    """The nodes of one file, or of all of them merged."""
+
+    nodes: Sequence[TimelineNode]
+    sources: tuple[str, ...] = ()
     start: datetime | None = None  # `start:` in a file
     end: datetime | None = None  # `end:` in a file
     notes: tuple[str, ...] = ()  # what was skipped or assumed, said once at the top
 
-    @property
-    def moments(self) -> list[datetime]:
-        """Every known creation and deletion time, sorted."""
-        times = [n.created for n in self.nodes if n.created is not None]
-        times += [n.deleted for n in self.nodes if n.deleted is not None]
-        return sorted(times)
-
 
 class _Problem(Exception):
-    """A bad value at `path`; turned into `FILE:LINE: message` once the line is known."""
+    """A bad value at `where`; turned into `FILE:LINE: message` once the line is known."""
 
-    def __init__(self, path: Where, message: str, first: Where | None = None) -> None:
+    def __init__(self, where: Where, message: str, first: Where | None = None) -> None:
         super().__init__(message)
-        self.path = path
+        self.where = where
         self.message = message
         self.first = first  # for duplicates: where the name appeared before
 
 
-@dataclass(frozen=True)
-class _Parsed:
-    nodes: list[TimelineNode]
-    start: datetime | None = None
-    end: datetime | None = None
-    notes: tuple[str, ...] = ()
+def iso(moment: datetime) -> str:
+    """RFC 3339 UTC, with a fraction of a second only when there is one."""
+    fraction = f".{moment.microsecond:06d}".rstrip("0") if moment.microsecond else ""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -111,39 +105,32 @@ class _Parsed:
 
 def load_timeline(paths: Sequence[str]) -> Timeline:
     """Read and merge timeline files (`-` is standard input)."""
-    parsed: list[_Parsed] = []
-    for path in paths:
-        name, text = _read(path)
-        parsed.append(parse_text(text, name, _format_of(path, text)))
-    nodes = _merge([n for p in parsed for n in p.nodes])
+    parsed = [parse_text(*_read(path)) for path in paths]
+    nodes = _merge(n for p in parsed for n in p.nodes)
+    sources = tuple("<stdin>" if p == "-" else p for p in paths)
     if not nodes:
         raise TimelineError(
-            f"{', '.join(_display(p) for p in paths)}: no nodes in the timeline; list at least "
-            "one node (see docs/simulate.md)"
+            f"{', '.join(sources)}: no nodes in the timeline; list at least one node "
+            "(see docs/simulate.md)"
         )
     starts = [p.start for p in parsed if p.start]
     ends = [p.end for p in parsed if p.end]
-    notes = tuple(note for p in parsed for note in p.notes)
     return Timeline(
-        nodes=tuple(sorted(nodes, key=_order)),
-        sources=tuple(_display(p) for p in paths),
-        start=min(starts) if starts else None,
-        end=max(ends) if ends else None,
-        notes=notes,
+        nodes=tuple(
+            sorted(nodes, key=lambda n: (n.created or datetime.min.replace(tzinfo=UTC), n.name))
+        ),
+        sources=sources,
+        start=min(starts, default=None),
+        end=max(ends, default=None),
+        notes=tuple(note for p in parsed for note in p.notes),
     )
 
 
-def _order(node: TimelineNode) -> tuple[datetime, str]:
-    return (node.created or datetime.min.replace(tzinfo=UTC), node.name)
-
-
-def _display(path: str) -> str:
-    return "<stdin>" if path == "-" else path
-
-
-def _read(path: str) -> tuple[str, str]:
+def _read(path: str) -> tuple[str, str, str]:
+    """(text, name, format) of one file."""
     if path == "-":
-        return "<stdin>", sys.stdin.read()
+        text = sys.stdin.read()
+        return text, "<stdin>", sniff(text)
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -154,21 +141,15 @@ def _read(path: str) -> tuple[str, str]:
     except OSError as exc:
         raise TimelineError(f"{path}: cannot read it ({exc.strerror}); check the path") from None
     try:
-        return path, data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise TimelineError(
             f"{path}:{line}: not UTF-8 text; save the timeline as UTF-8 YAML, JSON or CSV"
         ) from None
-
-
-def _format_of(path: str, text: str) -> str:
     suffix = Path(path).suffix.lower()
-    if suffix in (".yaml", ".yml"):
-        return "yaml"
-    if suffix in (".json", ".csv"):
-        return suffix[1:]
-    return sniff(text)
+    known = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".csv": "csv"}
+    return text, path, known.get(suffix) or sniff(text)
 
 
 def sniff(text: str) -> str:
@@ -182,22 +163,36 @@ def sniff(text: str) -> str:
     return "yaml"
 
 
-def parse_text(text: str, name: str, fmt: str) -> _Parsed:
-    """Parse one file's text; every problem becomes a TimelineError with its line."""
-    if fmt == "csv":
-        return _parse_csv(text, name)
-    data = _load_json(text, name) if fmt == "json" else _load_yaml(text, name)
+def parse_text(text: str, name: str, fmt: str) -> Timeline:
+    """Parse one file's text (its nodes, start, end and notes; load_timeline() merges the
+    files); every problem becomes a TimelineError with its line."""
+    rows: list[int] = []  # CSV: the line of each row read so far
     try:
-        return _interpret(data)
+        if fmt == "csv":
+            return Timeline(_entries(_csv(text, name, rows)))
+        return _interpret(_load_json(text, name) if fmt == "json" else _load_yaml(text, name))
     except _Problem as problem:
-        raise TimelineError(_locate_message(text, name, problem)) from None
+        if fmt == "csv":
+            line_of: Callable[[Where], int | None] = lambda where: rows[where[0]]  # type: ignore[index]  # noqa: E731
+        else:
+            line_of = _lines(text)
+        where = line_of(problem.where)
+        message = problem.message
+        if problem.first is not None:
+            first = line_of(problem.first)
+            message = message.replace("{first}", f"line {first}" if first else "earlier")
+        place = f"{name}:{where}" if where else f"{name}: {_path_text(problem.where)}"
+        raise TimelineError(f"{place}: {message}") from None
 
 
 # --- YAML and JSON -------------------------------------------------------------------
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that keeps timestamps as text, so every time goes through one parser."""
+_SAFE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where PyYAML has it: 6x faster
+
+
+class _Loader(_SAFE):  # type: ignore[misc, valid-type]
+    """A safe loader that keeps timestamps as text, so every time goes through one parser."""
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -208,15 +203,14 @@ _Loader.yaml_implicit_resolvers = {
 
 def _load_yaml(text: str, name: str) -> Any:
     try:
-        return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: no arbitrary objects
+        return yaml.load(text, Loader=_Loader)  # a safe loader: no arbitrary objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = f"{mark.line + 1}" if mark is not None else "1"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         context = getattr(exc, "context", None)
-        what = f"{problem} ({context})" if context else problem
         raise TimelineError(
-            f"{name}:{line}: not valid YAML: {what}; fix the YAML there "
+            f"{name}:{mark.line + 1 if mark else 1}: not valid YAML: "
+            f"{f'{problem} ({context})' if context else problem}; fix the YAML there "
             "(quote values that contain ': ' or ' #')"
         ) from None
 
@@ -231,56 +225,47 @@ def _load_json(text: str, name: str) -> Any:
         ) from None
 
 
-def _locate_message(text: str, name: str, problem: _Problem) -> str:
-    root = _compose(text)
-    line = _line_of(root, problem.path)
-    where = f"{name}:{line}" if line else f"{name}: {_path_text(problem.path)}"
-    message = problem.message
-    if problem.first is not None:
-        first = _line_of(root, problem.first)
-        message = message.replace("{first}", f"line {first}" if first else "earlier")
-    return f"{where}: {message}"
-
-
-def _compose(text: str) -> yaml.Node | None:
-    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _lines(text: str) -> Callable[[Where], int | None]:
+    """The line of the deepest node along a path that exists (YAML and JSON alike)."""
     try:
-        return yaml.compose(text, Loader=loader_class)
+        root = yaml.compose(text, Loader=_SAFE)
     except yaml.YAMLError:
-        return None  # JSON that YAML 1.1 cannot read: the message names the path instead
+        root = None  # JSON that YAML 1.1 cannot read: the message names the path instead
 
-
-def _line_of(root: yaml.Node | None, path: Where) -> int | None:
-    """The line of the deepest node along `path` that exists."""
-    node = root
-    best = root.start_mark.line + 1 if root is not None else None
-    for step in path:
-        if isinstance(node, yaml.MappingNode) and isinstance(step, str):
-            found = next((v for k, v in node.value if getattr(k, "value", None) == step), None)
-            key = next((k for k, _ in node.value if getattr(k, "value", None) == step), None)
-            if found is None or key is None:
+    def line_of(where: Where) -> int | None:
+        node, best = root, (root.start_mark.line + 1 if root is not None else None)
+        for step in where:
+            if isinstance(node, yaml.MappingNode) and isinstance(step, str):
+                pair = next(
+                    ((k, v) for k, v in node.value if getattr(k, "value", None) == step), None
+                )
+                if pair is None:
+                    return best
+                node, best = pair[1], pair[0].start_mark.line + 1
+            elif (
+                isinstance(node, yaml.SequenceNode)
+                and isinstance(step, int)
+                and 0 <= step < len(node.value)
+            ):
+                node = node.value[step]
+                best = node.start_mark.line + 1
+            else:
                 return best
-            node, best = found, key.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
-            if not 0 <= step < len(node.value):
-                return best
-            node = node.value[step]
-            best = node.start_mark.line + 1
-        else:
-            return best
-    return best
+        return best
+
+    return line_of
 
 
-def _path_text(path: Where) -> str:
+def _path_text(where: Where) -> str:
     text = ""
-    for step in path:
+    for step in where:
         text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else step)
     return text or "top level"
 
 
-def _interpret(data: Any) -> _Parsed:
+def _interpret(data: Any) -> Timeline:
     if isinstance(data, list):
-        return _Parsed(_entries(data, ()))
+        return Timeline(_entries(_fields(data, ())))
     if not isinstance(data, dict):
         raise _Problem(
             (),
@@ -303,63 +288,70 @@ def _interpret(data: Any) -> _Parsed:
         )
     if not isinstance(data["nodes"], list):
         raise _Problem(("nodes",), "`nodes` must be a list of entries like {name, created}")
-    start = _time(data.get("start"), ("start",), required=False)
-    end = _time(data.get("end"), ("end",), required=False)
+    start = _time(data.get("start"), ("start",))
+    end = _time(data.get("end"), ("end",))
     if start and end and end <= start:
-        raise _Problem(("end",), f"end {_iso(end)} is not after start {_iso(start)}; fix one")
-    return _Parsed(_entries(data["nodes"], ("nodes",)), start=start, end=end)
+        raise _Problem(("end",), f"end {iso(end)} is not after start {iso(start)}; fix one")
+    return Timeline(_entries(_fields(data["nodes"], ("nodes",))), (), start, end)
 
 
-def _entries(items: list[Any], base: Where) -> list[TimelineNode]:
-    nodes: list[TimelineNode] = []
-    seen: dict[str, list[tuple[TimelineNode, Where]]] = defaultdict(list)
+def _fields(items: list[Any], base: Where) -> Iterator[Fields]:
     for i, item in enumerate(items):
-        path = (*base, i)
+        where = (*base, i)
         if not isinstance(item, dict):
-            raise _Problem(path, "each node entry must be a mapping like {name: x, created: T}")
+            raise _Problem(where, "each node entry must be a mapping like {name: x, created: T}")
         unknown = [k for k in item if k not in ENTRY_KEYS]
         if unknown:
             raise _Problem(
-                (*path, str(unknown[0])),
+                (*where, str(unknown[0])),
                 f"unknown key {unknown[0]!r} in a node entry; use {', '.join(ENTRY_KEYS)}",
             )
-        name = _name(item.get("name"), (*path, "name"))
-        created = _time(item.get("created"), (*path, "created"), required=True)
-        deleted = _time(item.get("deleted"), (*path, "deleted"), required=False)
-        _check_order(created, deleted, (*path, "deleted"))
-        labels = _labels(item.get("labels"), (*path, "labels"))
-        annotations = _annotations(item.get("annotations"), (*path, "annotations"))
-        node = TimelineNode(name, created, deleted, labels, annotations)
-        for other, other_path in seen[name]:
+        yield {key: (item.get(key), (*where, key)) for key in ENTRY_KEYS}
+
+
+# --- the one check of every record ----------------------------------------------------------
+
+
+def _entries(records: Iterable[Fields]) -> list[TimelineNode]:
+    """Entries of a timeline file; a name listed twice must not overlap its earlier life."""
+    nodes: list[TimelineNode] = []
+    seen: dict[str, list[tuple[TimelineNode, Where]]] = defaultdict(list)
+    for fields in records:
+        node = _node(fields)
+        for other, where in seen[node.name]:
             if node.overlaps(other):
                 raise _Problem(
-                    (*path, "name"),
-                    f"node {name!r} is listed twice with overlapping lifetimes (first at "
+                    fields["name"][1],
+                    f"node {node.name!r} is listed twice with overlapping lifetimes (first at "
                     "{first}); a name may come back only after the earlier node was deleted",
-                    first=(*other_path, "name"),
+                    first=where,
                 )
-        seen[name].append((node, path))
+        seen[node.name].append((node, fields["name"][1]))
         nodes.append(node)
     return nodes
 
 
-def _check_order(created: datetime | None, deleted: datetime | None, path: Where) -> None:
+def _node(fields: Fields) -> TimelineNode:
+    name = _name(*fields["name"])
+    created = _time(*fields["created"], required=True)
+    deleted = _time(*fields["deleted"])
     if created is not None and deleted is not None and deleted < created:
         raise _Problem(
-            path,
-            f"deleted {_iso(deleted)} is before created {_iso(created)}; "
-            "swap them or fix the times",
+            fields["deleted"][1],
+            f"deleted {iso(deleted)} is before created {iso(created)}; swap them or fix the times",
         )
+    labels = _labels(*fields["labels"])
+    return TimelineNode(name, created, deleted, labels, _annotations(*fields["annotations"]))
 
 
-def _name(raw: Any, path: Where) -> str:
+def _name(raw: Any, where: Where) -> str:
     if raw is None or raw == "":
-        raise _Problem(path, "node entry has no name; add `name: <node name>`")
+        raise _Problem(where, "node entry has no name; add `name: <node name>`")
     if not isinstance(raw, str):
-        raise _Problem(path, f"name {raw!r} is not text; quote it")
+        raise _Problem(where, f"name {raw!r} is not text; quote it")
     if len(raw) > 253 or not _NODE_NAME_RE.match(raw):
         raise _Problem(
-            path,
+            where,
             f"{raw!r} is not a valid node name; use lowercase letters, digits, '-' and '.' "
             "(like ip-10-0-1-2.ec2.internal)",
         )
@@ -368,175 +360,138 @@ def _name(raw: Any, path: Where) -> str:
 
 def parse_time(raw: Any) -> datetime:
     """An RFC 3339 time with a zone (Z or an offset), as UTC; ValueError says why not."""
+    if isinstance(raw, date) and not isinstance(raw, datetime):
+        raise ValueError("is a date without a time of day")
     if isinstance(raw, datetime):
         moment = raw
-    elif isinstance(raw, date):
-        raise ValueError("is a date without a time of day")
-    elif isinstance(raw, str) and raw.strip():
-        text = raw.strip()
+    else:
+        text = raw.strip() if isinstance(raw, str) else ""
         if not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}", text):
             raise ValueError("is not an RFC 3339 time")
         try:
             moment = datetime.fromisoformat(text.replace("z", "Z"))
         except ValueError:
             raise ValueError("is not an RFC 3339 time") from None
-    else:
-        raise ValueError("is not an RFC 3339 time")
     if moment.tzinfo is None:
         raise ValueError("has no time zone (add Z for UTC)")
     return moment.astimezone(UTC)
 
 
-def _time(raw: Any, path: Where, *, required: bool) -> datetime | None:
-    key = path[-1]
+def _time(raw: Any, where: Where, required: bool = False) -> datetime | None:
+    key = where[-1]
     if raw is None or raw == "":
         if required:
-            raise _Problem(path, f"no `{key}` time; add `{key}: {TIME_EXAMPLE}`")
+            raise _Problem(where, f"no `{key}` time; add `{key}: {TIME_EXAMPLE}`")
         return None
     try:
         return parse_time(raw)
     except ValueError as exc:
         raise _Problem(
-            path, f"{key} {str(raw)!r} {exc}; write an RFC 3339 time such as {TIME_EXAMPLE}"
+            where, f"{key} {str(raw)!r} {exc}; write an RFC 3339 time such as {TIME_EXAMPLE}"
         ) from None
 
 
-def _labels(raw: Any, path: Where) -> dict[str, str]:
+def _labels(raw: Any, where: Where) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise _Problem(path, "labels must be a mapping like {karpenter.sh/nodepool: batch}")
-    labels: dict[str, str] = {}
+        raise _Problem(where, "labels must be a mapping like {karpenter.sh/nodepool: batch}")
     for key, value in raw.items():
-        _check_label(key, value, (*path, str(key)))
-        labels[key] = value
-    return labels
+        _check_key(key, value, (*where, str(key)), "label")
+        if problem := label_value_problem(value):
+            raise _Problem((*where, key), f"label {key}={value!r}: the value {problem}")
+    return dict(raw)
 
 
-def _annotations(raw: Any, path: Where) -> dict[str, str]:
+def _annotations(raw: Any, where: Where) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         raise _Problem(
-            path, "annotations must be a mapping like {karpenter.sh/do-not-disrupt: 'true'}"
+            where, "annotations must be a mapping like {karpenter.sh/do-not-disrupt: 'true'}"
         )
     for key, value in raw.items():
-        if not isinstance(key, str) or (problem := qualified_name_problem(key)):
-            why = problem if isinstance(key, str) else "not text"
-            raise _Problem((*path, str(key)), f"annotation key {key!r} is not valid ({why})")
-        if not isinstance(value, str):
-            raise _Problem(
-                (*path, key), f"annotation {key} has value {value!r}, which is not text; quote it"
-            )
+        _check_key(key, value, (*where, str(key)), "annotation")
     return dict(raw)
 
 
-def _check_label(key: Any, value: Any, path: Where) -> None:
+def _check_key(key: Any, value: Any, where: Where, kind: str) -> None:
     if not isinstance(key, str) or (problem := qualified_name_problem(key)):
         why = problem if isinstance(key, str) else "not text"
-        raise _Problem(path, f"label key {key!r} is not valid ({why})")
+        raise _Problem(where, f"{kind} key {key!r} is not valid ({why})")
     if not isinstance(value, str):
-        raise _Problem(path, f"label {key} has value {value!r}, which is not text; quote it")
-    if problem := label_value_problem(value):
-        raise _Problem(path, f"label {key}={value!r}: the value {problem}")
+        raise _Problem(where, f"{kind} {key} has value {value!r}, which is not text; quote it")
 
 
 # --- kubectl output ----------------------------------------------------------------------
 
 
-def _kube_list(data: dict[str, Any]) -> _Parsed:
+def _kube_list(data: dict[str, Any]) -> Timeline:
+    """Nodes, NodeClaims and node Events from one kubectl list, and what was left out."""
     items = data.get("items")
     if not isinstance(items, list):
         raise _Problem(("items",), "`items` must be a list (kubectl get ... -o json)")
     list_kind = str(data.get("kind", ""))
-    found = _KubeItems(list_kind[: -len("List")] if list_kind not in ("", "List") else "")
+    default_kind = list_kind.removesuffix("List") if list_kind != "List" else ""
+    nodes: list[TimelineNode] = []
+    events: list[tuple[datetime, str, str]] = []
+    skipped = ignored = 0
     for i, item in enumerate(items):
-        found.add(item, ("items", i))
-    return found.parsed()
-
-
-@dataclass
-class _KubeItems:
-    """Nodes, NodeClaims and node Events from one kubectl list, and what was left out."""
-
-    default_kind: str  # `kind: NodeList` items may leave out their own kind
-    nodes: list[TimelineNode] = field(default_factory=list)
-    events: list[tuple[datetime, str, str, Where]] = field(default_factory=list)
-    skipped_claims: int = 0
-    ignored_events: int = 0
-
-    def add(self, item: Any, path: Where) -> None:
+        where: Where = ("items", i)
         if not isinstance(item, dict):
-            raise _Problem(path, "each item must be a Kubernetes object")
-        kind = str(item.get("kind") or self.default_kind)
-        if kind == "Node":
-            self.nodes.append(_kube_node(item, path))
-        elif kind == "NodeClaim":
-            node = _node_claim(item, path)
-            if node is None:
-                self.skipped_claims += 1
-            else:
-                self.nodes.append(node)
+            raise _Problem(where, "each item must be a Kubernetes object")
+        kind = str(item.get("kind") or default_kind)
+        if kind in ("Node", "NodeClaim"):
+            fields = _kube_fields(item, where, kind)
+            skipped += fields is None
+            nodes += [_node(fields)] if fields else []
         elif kind == "Event":
-            found = _node_event(item, path)
-            if found is None:
-                self.ignored_events += 1
-            else:
-                self.events.append(found)
+            event = _node_event(item, where)
+            ignored += event is None
+            events += [event] if event else []
         else:
             raise _Problem(
-                (*path, "kind"),
+                (*where, "kind"),
                 f"kind {kind or '(none)'} is not Node, NodeClaim or Event; use "
                 "`kubectl get nodes -o json`, `kubectl get nodeclaims -o json` or node Events",
             )
-
-    def parsed(self) -> _Parsed:
-        notes: list[str] = []
-        if self.skipped_claims:
-            notes.append(
-                f"{self.skipped_claims} NodeClaim(s) without status.nodeName left out (no node)"
-            )
-        nodes = list(self.nodes)
-        if self.events:
-            from_events, unknown = _lives_from_events(self.events)
-            nodes.extend(from_events)
-            if unknown:
-                notes.append(
-                    f"{unknown} node(s) only have a removal Event; they count as existing "
-                    "since long before the replay"
-                )
-        elif self.ignored_events:
-            notes.append(
-                f"{self.ignored_events} Event(s) ignored: only RegisteredNode, RemovingNode and "
-                "DeletingNode on Nodes tell when nodes came and went"
-            )
-        return _Parsed(nodes, notes=tuple(notes))
-
-
-def _kube_node(item: dict[str, Any], path: Where) -> TimelineNode:
-    """A Node as kubectl shows it; its annotations are today's, so they are left out."""
-    meta = item.get("metadata") or {}
-    name = _name(meta.get("name"), (*path, "metadata", "name"))
-    created = _time(
-        meta.get("creationTimestamp"), (*path, "metadata", "creationTimestamp"), required=True
+    notes = (
+        [f"{skipped} NodeClaim(s) without status.nodeName left out (no node)"] if skipped else []
     )
-    deleted = _time(
-        meta.get("deletionTimestamp"), (*path, "metadata", "deletionTimestamp"), required=False
-    )
-    labels = _labels(meta.get("labels"), (*path, "metadata", "labels"))
-    return TimelineNode(name, created, deleted, labels)
+    if events:
+        lives, unknown = _lives(events)
+        nodes += lives
+        if unknown:
+            notes.append(
+                f"{unknown} node(s) only have a removal Event; they count as existing "
+                "since long before the replay"
+            )
+    elif ignored:
+        notes.append(
+            f"{ignored} Event(s) ignored: only RegisteredNode, RemovingNode and "
+            "DeletingNode on Nodes tell when nodes came and went"
+        )
+    return Timeline(nodes, notes=tuple(notes))
 
 
-def _node_claim(item: dict[str, Any], path: Where) -> TimelineNode | None:
-    """A Karpenter v1 NodeClaim: its node appeared when the claim became Registered."""
+def _kube_fields(item: dict[str, Any], where: Where, kind: str) -> Fields | None:
+    """A Node as kubectl shows it (its annotations are today's, so they are left out), or a
+    Karpenter v1 NodeClaim: its node appeared when the claim became Registered."""
     meta = item.get("metadata") or {}
+    at = (*where, "metadata")
+    fields: Fields = {
+        "name": (meta.get("name"), (*at, "name")),
+        "created": (meta.get("creationTimestamp"), (*at, "creationTimestamp")),
+        "deleted": (meta.get("deletionTimestamp"), (*at, "deletionTimestamp")),
+        "labels": (meta.get("labels"), (*at, "labels")),
+        "annotations": (None, at),
+    }
+    if kind == "Node":
+        return fields
     status = item.get("status") or {}
-    node_name = status.get("nodeName")
-    if not node_name:
+    if not status.get("nodeName"):
         return None
-    name = _name(node_name, (*path, "status", "nodeName"))
-    created_raw = meta.get("creationTimestamp")
-    created_path: Where = (*path, "metadata", "creationTimestamp")
+    fields["name"] = (status["nodeName"], (*where, "status", "nodeName"))
     for j, condition in enumerate(status.get("conditions") or ()):
         if (
             isinstance(condition, dict)
@@ -544,52 +499,37 @@ def _node_claim(item: dict[str, Any], path: Where) -> TimelineNode | None:
             and condition.get("status") == "True"
             and condition.get("lastTransitionTime")
         ):
-            created_raw = condition["lastTransitionTime"]
-            created_path = (*path, "status", "conditions", j, "lastTransitionTime")
-    created = _time(created_raw, created_path, required=True)
-    deleted = _time(
-        meta.get("deletionTimestamp"), (*path, "metadata", "deletionTimestamp"), required=False
-    )
-    labels = _labels(meta.get("labels"), (*path, "metadata", "labels"))
-    return TimelineNode(name, created, deleted, labels)
+            at = (*where, "status", "conditions", j, "lastTransitionTime")
+            fields["created"] = (condition["lastTransitionTime"], at)
+    return fields
 
 
-def _node_event(item: dict[str, Any], path: Where) -> tuple[datetime, str, str, Where] | None:
+def _node_event(item: dict[str, Any], where: Where) -> tuple[datetime, str, str] | None:
     regarding = item.get("involvedObject") or item.get("regarding") or {}
     reason = str(item.get("reason") or "")
     if regarding.get("kind") != "Node" or reason not in REGISTERED | REMOVED:
         return None
-    name = _name(regarding.get("name"), (*path, "involvedObject", "name"))
-    meta = item.get("metadata") or {}
+    name = _name(regarding.get("name"), (*where, "involvedObject", "name"))
     keys = ("firstTimestamp", "eventTime") if reason in REGISTERED else ("lastTimestamp",)
-    keys += ("eventTime", "firstTimestamp")
-    for key in keys:
+    for key in (*keys, "eventTime", "firstTimestamp"):
         if item.get(key):
-            return _time(item[key], (*path, key), required=True), reason, name, path  # type: ignore[return-value]
-    when = _time(
-        meta.get("creationTimestamp"), (*path, "metadata", "creationTimestamp"), required=True
-    )
-    return when, reason, name, path  # type: ignore[return-value]
+            return _time(item[key], (*where, key)), reason, name  # type: ignore[return-value]
+    meta = item.get("metadata") or {}
+    at = (*where, "metadata", "creationTimestamp")
+    return _time(meta.get("creationTimestamp"), at, required=True), reason, name  # type: ignore[return-value]
 
 
-def _lives_from_events(
-    events: list[tuple[datetime, str, str, Where]],
-) -> tuple[list[TimelineNode], int]:
-    """Pair each RegisteredNode with the next removal of that name."""
-    open_: dict[str, datetime] = {}
+def _lives(events: list[tuple[datetime, str, str]]) -> tuple[list[TimelineNode], int]:
+    """Pair each RegisteredNode with the next removal of that name; (lives, removals alone)."""
+    registered: dict[str, datetime] = {}
     nodes: list[TimelineNode] = []
-    unknown = 0
-    for when, reason, name, _path in sorted(events, key=lambda e: (e[0], e[2])):
+    for when, reason, name in sorted(events, key=lambda e: (e[0], e[2])):
         if reason in REGISTERED:
-            if name not in open_:
-                open_[name] = when
-        elif name in open_:
-            nodes.append(TimelineNode(name, open_.pop(name), when))
+            registered.setdefault(name, when)
         else:
-            nodes.append(TimelineNode(name, None, when))
-            unknown += 1
-    nodes.extend(TimelineNode(name, created) for name, created in open_.items())
-    return nodes, unknown
+            nodes.append(TimelineNode(name, registered.pop(name, None), when))
+    unknown = sum(1 for n in nodes if n.created is None)
+    return nodes + [TimelineNode(name, created) for name, created in registered.items()], unknown
 
 
 def _merge(nodes: Iterable[TimelineNode]) -> list[TimelineNode]:
@@ -597,68 +537,61 @@ def _merge(nodes: Iterable[TimelineNode]) -> list[TimelineNode]:
     by_name: dict[str, list[TimelineNode]] = defaultdict(list)
     for node in nodes:
         group = by_name[node.name]
-        for i, other in enumerate(group):
-            if node.overlaps(other):
-                group[i] = _combine(other, node)
-                break
-        else:
+        i = next((i for i, other in enumerate(group) if node.overlaps(other)), None)
+        if i is None:
             group.append(node)
+            continue
+        a = group[i]
+        created = [t for t in (a.created, node.created) if t is not None]
+        deleted = [t for t in (a.deleted, node.deleted) if t is not None]
+        group[i] = replace(
+            a,
+            created=min(created, default=None),
+            deleted=max(deleted, default=None),
+            labels={**a.labels, **node.labels},
+            annotations={**a.annotations, **node.annotations},
+        )
     return [n for group in by_name.values() for n in group]
-
-
-def _combine(a: TimelineNode, b: TimelineNode) -> TimelineNode:
-    created = [t for t in (a.created, b.created) if t is not None]
-    deleted = [t for t in (a.deleted, b.deleted) if t is not None]
-    return replace(
-        a,
-        created=min(created) if created else None,
-        deleted=max(deleted) if deleted else None,
-        labels={**a.labels, **b.labels},
-        annotations={**a.annotations, **b.annotations},
-    )
 
 
 # --- CSV -----------------------------------------------------------------------------------
 
 
-def _parse_csv(text: str, name: str) -> _Parsed:
+def _csv(text: str, name: str, rows: list[int]) -> Iterator[Fields]:
+    """Each row as fields (`where` is the row's number: `rows` has its line)."""
     lines = [line if not line.lstrip().startswith("#") else "" for line in text.splitlines()]
     reader = csv.reader(io.StringIO("\n".join(lines)))
     header: list[str] | None = None
-    nodes: list[TimelineNode] = []
-    seen: dict[str, list[tuple[TimelineNode, int]]] = defaultdict(list)
     try:
         for row in reader:
-            line = reader.line_num
             if not any(cell.strip() for cell in row):
                 continue
             if header is None:
                 header = [cell.strip().lower() for cell in row]
-                _check_header(header, name, line)
+                _check_header(header, name, reader.line_num)
                 continue
             if len(row) > len(header):
                 raise TimelineError(
-                    f"{name}:{line}: {len(row)} fields but the header has {len(header)}; "
-                    "quote fields that contain a comma"
+                    f"{name}:{reader.line_num}: {len(row)} fields but the header has "
+                    f"{len(header)}; quote fields that contain a comma"
                 )
+            rows.append(reader.line_num)
+            i = len(rows) - 1
             cells = dict(zip(header, (c.strip() for c in row), strict=False))
-            node = _csv_node(cells, name, line)
-            for other, other_line in seen[node.name]:
-                if node.overlaps(other):
-                    raise TimelineError(
-                        f"{name}:{line}: node {node.name!r} is listed twice with overlapping "
-                        f"lifetimes (first at line {other_line}); a name may come back only "
-                        "after the earlier node was deleted"
-                    )
-            seen[node.name].append((node, line))
-            nodes.append(node)
+            labels = {}
+            for part in filter(None, (p.strip() for p in cells.get("labels", "").split(";"))):
+                key, eq, value = part.partition("=")
+                if not eq:
+                    raise _Problem((i,), f"label {part!r} has no '='; write labels as k=v;k2=v2")
+                labels[key.strip()] = value.strip()
+            fields = {key: (cells.get(key) or None, (i, key)) for key in CSV_COLUMNS}
+            yield {**fields, "labels": (labels, (i, "labels")), "annotations": (None, (i,))}
     except csv.Error as exc:
         raise TimelineError(f"{name}:{reader.line_num}: not valid CSV: {exc}") from None
     if header is None:
         raise TimelineError(
             f"{name}:1: empty CSV; start with the header line `{','.join(CSV_COLUMNS)}`"
         )
-    return _Parsed(nodes)
 
 
 def _check_header(header: list[str], name: str, line: int) -> None:
@@ -670,31 +603,3 @@ def _check_header(header: list[str], name: str, line: int) -> None:
             f"{name}:{line}: {what}; the header must be `{','.join(CSV_COLUMNS)}` "
             "(deleted and labels may be left out)"
         )
-
-
-def _csv_node(cells: dict[str, str], name: str, line: int) -> TimelineNode:
-    try:
-        node_name = _name(cells.get("name", ""), ("name",))
-        created = _time(cells.get("created", ""), ("created",), required=True)
-        deleted = _time(cells.get("deleted", ""), ("deleted",), required=False)
-        _check_order(created, deleted, ("deleted",))
-        labels: dict[str, str] = {}
-        for part in (cells.get("labels") or "").split(";"):
-            if not part.strip():
-                continue
-            key, eq, value = part.strip().partition("=")
-            if not eq:
-                raise _Problem(
-                    ("labels",),
-                    f"label {part.strip()!r} has no '='; write labels as k=v;k2=v2",
-                )
-            _check_label(key.strip(), value.strip(), ("labels",))
-            labels[key.strip()] = value.strip()
-    except _Problem as problem:
-        raise TimelineError(f"{name}:{line}: {problem.message}") from None
-    return TimelineNode(node_name, created, deleted, labels)
-
-
-def _iso(moment: datetime) -> str:
-    fraction = f".{moment.microsecond:06d}".rstrip("0") if moment.microsecond else ""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"

@@ -18,18 +18,10 @@ from typing import Any
 
 import pytest
 
-from reconcile.decide import NodePatch, NodeView
+from reconcile.decide import NodeView
 from reconcile.examples import generate_day
-from reconcile.settings import HoldSettings, Scope
-from reconcile.simulate.replay import (
-    ReplayOptions,
-    SimulationFailed,
-    apply_patch,
-    merge_patch,
-    replay,
-    replay_window,
-    simulate,
-)
+from reconcile.settings import HoldSettings
+from reconcile.simulate.replay import ReplayOptions, Simulation, replay, replay_window, simulate
 from reconcile.simulate.report import ProgressLine
 from reconcile.simulate.timeline import load_timeline
 from tests.clusters import CliResult, run_cli
@@ -147,15 +139,94 @@ def test_deletions_while_held_are_counted_and_short_lived_nodes_are_never_seen(
     timeline = load_timeline([path])
     hold = HoldSettings()
     window = replay_window(timeline, [hold], timedelta(minutes=1))
-    sim = simulate(timeline, window, [hold], ReplayOptions(verify=True))
+    sim = simulate(Simulation(timeline, window, [hold]))
     (result,) = sim.results
     assert sim.unseen == ("flash",)
     # `new` leaves at the run at 00:06 while held; the old nodes then release at once.
     assert [(p.start, p.end) for p in result.periods] == [(T0, T0 + timedelta(minutes=6))]
     assert result.removed_while_held == 1
-    assert result.held_nodes[:7] == (3, 3, 3, 3, 3, 3, 0)
-    assert result.present_nodes[5:7] == (3, 2)
+    assert result.held_nodes[:7] == [3, 3, 3, 3, 3, 3, 0]
+    assert result.present_nodes[5:7] == [3, 2]
     assert sum(result.writes) == 3 + 2
+
+
+BUYS = (
+    "{name: new, created: 2024-05-14T00:00:00Z, labels: {karpenter.sh/nodepool: b}}",
+    # removed at 00:05:30 and 00:08 while the hold (until 00:20 at the time) keeps them
+    "{name: gone, created: 2024-05-01T00:00:00Z, deleted: 2024-05-14T00:05:30Z, "
+    "labels: {karpenter.sh/nodepool: b}}",
+    "{name: gone-too, created: 2024-05-01T00:00:00Z, deleted: 2024-05-14T00:08:00Z, "
+    "labels: {karpenter.sh/nodepool: b}}",
+    # one new node of the same pool before the hold ends: one launch a kept node saves
+    "{name: again, created: 2024-05-14T00:10:00Z, labels: {karpenter.sh/nodepool: b}}",
+    "{name: other, created: 2024-05-14T00:12:00Z, labels: {karpenter.sh/nodepool: c}}",
+)
+
+
+def test_what_a_hold_buys_is_estimated_as_launches_avoided_and_node_hours_kept(
+    tmp_path: Path,
+) -> None:
+    path = timeline_file(tmp_path, *BUYS)
+    twenty, five = simulate_json(path, "--compare", "5m")["configurations"]
+    assert twenty["removed_while_held"] == 2
+    assert twenty["launches_avoided_estimate"] == 1  # `again` replaces one; `other` is pool c
+    assert twenty["node_hours_kept_estimate"] == round((14.5 + 12) / 60, 3)  # up to 00:20
+    # A 5m hold ends at 00:05, before either removal: it buys nothing here.
+    assert (five["launches_avoided_estimate"], five["node_hours_kept_estimate"]) == (0, 0.0)
+    out = run_cli("simulate", path, "--compare", "5m").stdout
+    assert re.search(r"^  launches avoided \(estimate\)\s+1\s+0$", out, re.MULTILINE), out
+    assert re.search(r"^  node-hours kept \(estimate\)\s+0\.4\s+0\.0$", out, re.MULTILINE), out
+    assert "launches avoided (estimate): nodes removed while held, each followed" in out
+
+
+def test_a_sweep_shows_launches_avoided_against_node_hours_kept_per_hold_duration(
+    tmp_path: Path,
+) -> None:
+    path = timeline_file(tmp_path, *BUYS)
+    result = run_cli("simulate", path, "--sweep", "40m,5m")
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = lines.index(
+        "Sweep: what each hold duration buys and costs (cluster scope; the same 60 runs each)"
+    )
+    head, *rows = lines[start + 1 : start + 5]
+    assert head.split() == ["hold", "time", "held", "node-hours", "held", "launches", "avoided",
+                            "(est.)", "node-hours", "kept", "(est.)"]  # fmt: skip
+    assert [row.split()[0] for row in rows] == ["5m", "20m", "40m"]  # shortest first
+    # Bars scaled to the largest figure of each column: 40m keeps the most node-hours.
+    assert rows[0].split()[1:] == ["20%", "1.0", "0", "0.0"]  # 5m ends before the removals
+    assert rows[1].split()[1:] == ["*", "53%", "2.5", "1", "█" * 16, "0.4", "██████▍"]
+    assert rows[2].split()[1:] == ["87%", "4.2", "1", "█" * 16, "1.1", "█" * 16]
+    assert "node-hours kept (estimate): how much longer those removed nodes would have lived" in (
+        result.stdout
+    )
+    assert "Comparison:" not in result.stdout  # the sweep is its own table
+    assert max(len(line.encode()) for line in lines) < 16 * 1024
+    data = simulate_json(path, "--sweep", "40m,5m")
+    assert data["sweep"] is True
+    assert [c["label"] for c in data["configurations"]] == ["20m", "40m", "5m"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--sweep", "10m", "--compare", "40m"), "--sweep and --compare: give one of them"),
+        (("--sweep", "10m,soon"), "--sweep: column 2 ('soon'): hold duration 'soon' is not a"),
+    ],
+)
+def test_sweep_mistakes_are_one_line_exit_2(
+    tmp_path: Path, args: tuple[str, ...], words: str
+) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    result = run_cli("simulate", path, *args)
+    assert (result.code, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"node-holder: error: {words}"), result.stderr
+
+
+def test_a_sweep_without_durations_tries_eight_from_5m_to_2h(tmp_path: Path) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    labels = [c["label"] for c in simulate_json(path, "--sweep")["configurations"]]
+    assert labels == ["20m", "5m", "10m", "15m", "30m", "45m", "1h", "2h"]
 
 
 def test_group_scope_holds_only_the_group_that_grew(tmp_path: Path) -> None:
@@ -192,43 +263,12 @@ def test_requests_are_computed_as_list_pages_patches_and_events(tmp_path: Path) 
     assert (quiet["events"], quiet["requests"]) == (0, 30 * 3 + 2 * 1001)
 
 
-def view(**annotations: str) -> NodeView:
-    return NodeView(
-        name="n",
-        created=T0,
-        resource_version="7",
-        labels={POOL: "b"},
-        annotations=annotations,
-    )
-
-
-def test_patches_are_merged_as_the_api_server_merges_them() -> None:
-    """RFC 7386 on metadata, whatever the keys; the resourceVersion is a precondition."""
-    assert merge_patch({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": None, "e": 4}, "f": 5}) == {
-        "a": 1,
-        "b": {"d": 3, "e": 4},
-        "f": 5,
-    }
-    before = view(**{"team": "x", KEY: "true", "example.com/since": "old"})
-    patch = NodePatch(
-        node="n",
-        resource_version="7",
-        changes=((KEY, None), ("example.com/since", None), ("example.com/new", "2024")),
-    )
-    after = apply_patch(before, patch)
-    assert after.annotations == {"team": "x", "example.com/new": "2024"}
-    assert after.labels == {POOL: "b"}
-    assert after.resource_version == "8"
-    assert before.annotations == {"team": "x", KEY: "true", "example.com/since": "old"}
-    with pytest.raises(SimulationFailed, match="expects resourceVersion 7, the node has 8"):
-        apply_patch(after, patch)
-
-
 def test_a_hand_set_annotation_is_never_touched(tmp_path: Path) -> None:
-    """A node that arrives with the hold key set by someone else keeps it through a cycle."""
+    """A node that arrives with the hold key set by someone else keeps it through a cycle;
+    patches change only the keys they name, as the API server applies them."""
     path = timeline_file(
         tmp_path,
-        "{name: new, created: 2024-05-14T00:00:00Z}",
+        "{name: new, created: 2024-05-14T00:00:00Z, annotations: {example.com/since: old}}",
         "{name: pinned, created: 2024-05-01T00:00:00Z, "
         "annotations: {karpenter.sh/do-not-disrupt: 'false', team: x}}",
     )
@@ -240,48 +280,17 @@ def test_a_hand_set_annotation_is_never_touched(tmp_path: Path) -> None:
     def observe(tick: datetime, views: list[NodeView]) -> None:
         seen[tick] = {v.name: dict(v.annotations) for v in views}
 
-    result = replay(timeline, window, hold, ReplayOptions(verify=True, observe=observe))
+    result = replay(timeline, window, hold, ReplayOptions(observe=observe))
     pinned = {KEY: "false", "team": "x"}
-    assert all(nodes["pinned"] == pinned for nodes in seen.values())
-    assert seen[T0]["new"] == {KEY: "true", "node-holder.dev/owned-annotations": KEY}
-    assert seen[T0 + timedelta(minutes=20)]["new"] == {}
+    assert len(seen) == 60 and all(nodes["pinned"] == pinned for nodes in seen.values())
+    owned = {KEY: "true", "node-holder.dev/owned-annotations": KEY}
+    assert seen[T0]["new"] == {"example.com/since": "old", **owned}
+    assert seen[T0]["old-1"] == owned
+    assert seen[T0 + timedelta(minutes=20)]["new"] == {"example.com/since": "old"}
+    assert seen[T0 + timedelta(minutes=20)]["old-1"] == {}
     # Held by someone else counts as carrying the annotation, as in the cluster.
     assert result.held_nodes[0] == 4 and result.held_nodes[20] == 1
     assert sum(result.writes) == 3 + 3
-
-
-def replace_hold(
-    minutes: int = 20, scope: Scope = Scope.CLUSTER, max_hold: int | None = None
-) -> HoldSettings:
-    return HoldSettings(
-        hold_duration=timedelta(minutes=minutes),
-        scope=scope,
-        max_hold=timedelta(minutes=max_hold) if max_hold else None,
-    )
-
-
-def test_deciding_window_by_window_is_deciding_everything() -> None:
-    """The replay decides only windows whose nodes or hold end changed; verify=True also
-    decides the whole cluster every run and fails on any difference."""
-    timeline = load_timeline([str(EXAMPLE)])
-    holds = [
-        replace_hold(),
-        replace_hold(minutes=10),
-        replace_hold(scope=Scope.GROUP),
-        replace_hold(scope=Scope.NODE),
-        replace_hold(max_hold=60),
-        replace_hold(scope=Scope.GROUP, max_hold=30),
-    ]
-    window = replay_window(timeline, holds, timedelta(minutes=1))
-    checked = simulate(timeline, window, holds, ReplayOptions(verify=True))
-    fast = simulate(timeline, window, holds)
-    for a, b in zip(checked.results, fast.results, strict=True):
-        assert {**a.__dict__, "seconds": 0} == {**b.__dict__, "seconds": 0}
-    # The figures the old replay (over HTTP, against the test server) gave for this day.
-    assert [len(r.periods) for r in fast.results][:4] == [15, 22, 16, 99]
-    assert [sum(r.writes) for r in fast.results][:4] == [319, 502, 134, 156]
-    assert [r.events for r in fast.results][:4] == [77, 84, 78, 156]
-    assert [r.requests for r in fast.results][:4] == [1836, 2026, 1652, 1752]
 
 
 def test_jobs_is_accepted_and_ignored_with_a_note(tmp_path: Path) -> None:
@@ -458,6 +467,11 @@ def test_plot_writes_a_png_or_says_how_to_install_matplotlib(tmp_path: Path) -> 
     else:
         assert result.code == 0, result.stderr
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        curve = tmp_path / "sweep.png"
+        swept = run_cli("simulate", path, "--sweep", "10m,40m", "--plot", str(curve))
+        assert swept.code == 0, swept.stderr
+        assert curve.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"Plot written to {curve}." in swept.stdout
 
 
 def test_help_does_not_import_the_replay() -> None:

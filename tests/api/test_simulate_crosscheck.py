@@ -1,7 +1,8 @@
 """The in-memory replay against the real thing: the same timelines, run by run, both
-through `simulate`'s replay and through `run_once` against the API test server (real
-HTTP, the official client, merge patches, Events), and the same annotations on every
-node after every run, the same writes, Events and API requests."""
+through `simulate`'s replay (as the command runs it: runs where nothing can change are
+skipped, alike nodes decided once) and through `run_once` against the API test server
+(real HTTP, the client, merge patches, Events), and the same annotations on every node
+after every run, the same writes, Events and API requests."""
 
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ def in_memory(path: str, hold: HoldSettings) -> Replayed:
     def observe(_tick: datetime, views: list[NodeView]) -> None:
         seen.append({v.name: dict(v.annotations) for v in views})
 
-    result = replay(timeline, window, hold, ReplayOptions(verify=True, observe=observe))
+    result = replay(timeline, window, hold, ReplayOptions(observe=observe))
     runs = [Run(a, w) for a, w in zip(seen, result.writes, strict=True)]
     return Replayed(runs, result.events, result.requests)
 

@@ -15,6 +15,7 @@ import copy
 import functools
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from tests.packaging.test_manifests import (
     cli_envvars,
     needs_kubectl,
     pss_restricted_violations,
+    settings_of,
 )
 from tests.packaging.test_manifests import (
     render as kustomize,
@@ -139,11 +141,9 @@ def pods(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [pod_spec(o) for o in objs if o["kind"] in ("CronJob", "Job", "Pod")]
 
 
-def env_of(spec: dict[str, Any]) -> dict[str, str]:
-    (container,) = spec["containers"]
-    names = [e["name"] for e in container["env"]]
-    assert len(names) == len(set(names)), f"duplicate env names: {names}"
-    return {e["name"]: e["value"] for e in container["env"]}
+def env_of(objs: list[dict[str, Any]], spec: dict[str, Any]) -> dict[str, str]:
+    """A pod's environment: the settings ConfigMap it reads whole, then its own `env`."""
+    return settings_of(objs, spec)
 
 
 # --------------------------------------------------------------------------- lint, schema
@@ -175,7 +175,7 @@ def test_every_overlay_has_a_values_file_and_no_file_is_stray():
 
 
 def _comparable(objs: list[dict[str, Any]], *, chart: bool) -> list[dict[str, Any]]:
-    """Helm's own labels and hooks set aside; env sorted (kustomize reorders it)."""
+    """Helm's own labels and hooks set aside."""
     out = []
     for obj in copy.deepcopy(objs):
         if chart and is_hook(obj):
@@ -183,9 +183,6 @@ def _comparable(objs: list[dict[str, Any]], *, chart: bool) -> list[dict[str, An
         if not chart and obj["kind"] == "Namespace":
             continue  # Helm charts don't own their namespace: docs/install.md
         _strip_labels(obj)
-        if obj["kind"] == "CronJob":
-            spec = pod_spec(obj)
-            spec["containers"][0]["env"].sort(key=lambda e: e["name"])
         out.append(obj)
     return sorted(out, key=lambda o: (o["kind"], o["metadata"]["name"]))
 
@@ -242,8 +239,9 @@ def test_every_env_var_is_one_the_cli_reads_with_a_value_it_accepts(helm, values
     from reconcile.cli import cli  # noqa: PLC0415
 
     known = cli_envvars()
-    for spec in pods(template(helm, values)):
-        env = env_of(spec)
+    objs = template(helm, values)
+    for spec in pods(objs):
+        env = env_of(objs, spec)
         assert sorted(set(env) - set(known)) == []
         command = cli.commands[spec["containers"][0]["args"][0]]
         for name in known:
@@ -308,7 +306,9 @@ def test_the_uninstall_hook_is_scoped_and_exists_only_while_it_runs(helm):
         assert by_kind[binding]["subjects"][0]["name"] == spec["serviceAccountName"]
     args = spec["containers"][0]["args"]
     assert args == ["release", "--no-events", "--suspend-cronjob", f"{NAMESPACE}/{name}"]
-    assert env_of(spec)["HOLD_ANNOTATION"] == env_of(pod_spec(cronjob))["HOLD_ANNOTATION"]
+    assert (
+        env_of(objs, spec)["HOLD_ANNOTATION"] == env_of(objs, pod_spec(cronjob))["HOLD_ANNOTATION"]
+    )
     # Long enough for the wait (the run's deadline and grace) and the release's own timeout.
     run = cronjob["spec"]["jobTemplate"]["spec"]
     assert job["spec"]["activeDeadlineSeconds"] > run["activeDeadlineSeconds"] + 5 + 10 + 45
@@ -330,7 +330,8 @@ def test_uninstall_hook_can_be_turned_off(helm):
 
 
 def cronjob_env(helm: str, *extra: str) -> dict[str, str]:
-    return env_of(pod_spec(one(template(helm, "default", "1.32", *extra), "CronJob")))
+    objs = template(helm, "default", "1.32", *extra)
+    return env_of(objs, pod_spec(one(objs, "CronJob")))
 
 
 def test_original_charts_bare_minutes_keep_working(helm):
@@ -339,9 +340,9 @@ def test_original_charts_bare_minutes_keep_working(helm):
     assert env["HOLD_ANNOTATION"] == "x.io/hold"
 
 
-def test_settings_map_sets_the_other_knobs_as_the_property_test_assumes(helm):
-    """The text each value becomes is what test_chart_schema.helm_text says."""
-    from tests.packaging.test_chart_schema import helm_text  # noqa: PLC0415
+def test_settings_map_sets_the_other_knobs_as_the_verdict_test_assumes(helm):
+    """The text each value becomes is what test_chart_schema.as_text says."""
+    from tests.packaging.test_chart_schema import as_text as helm_text  # noqa: PLC0415
 
     chosen = {
         "NODE_HOLDER_QPS": 0.5,
@@ -360,13 +361,13 @@ def test_settings_map_sets_the_other_knobs_as_the_property_test_assumes(helm):
     ("args", "message"),
     [
         (["--set", "bogus=1"], "additional properties 'bogus' not allowed"),
-        (["--set", "holdDuration=20 mins"], "/holdDuration"),
-        (["--set", "holdDuration=0"], "/holdDuration"),
-        (["--set", "holdScope=everything"], "/holdScope"),
-        (["--set", "holdAnnotation=node-holder.dev/mine"], "/holdAnnotation"),
-        (["--set", "holdNodeSelector=a b"], "/holdNodeSelector"),
+        (["--set", "holdDuration=20 mins"], "holdDuration (HOLD_DURATION): '20 mins' is not a"),
+        (["--set", "holdDuration=0"], "holdDuration (HOLD_DURATION): '0' is not a positive"),
+        (["--set", "holdScope=everything"], "holdScope (HOLD_SCOPE): 'everything' is not one of"),
+        (["--set", "holdAnnotation=node-holder.dev/mine"], "names 'node-holder.dev/mine', one"),
+        (["--set", "holdNodeSelector=a b"], "'a b' is not a label selector"),
         (["--set", "settings.HOLD_DURATION=20m"], "additional properties 'HOLD_DURATION'"),
-        (["--set", "settings.NODE_HOLDER_WORKERS=0"], "/settings/NODE_HOLDER_WORKERS"),
+        (["--set", "settings.NODE_HOLDER_WORKERS=0"], "settings.NODE_HOLDER_WORKERS: '0' is out"),
         (["--set", "image.tag=a b"], "/image"),
         (["--set", "startingDeadlineSeconds=5"], "/startingDeadlineSeconds"),
         (["--set", "image=ghcr.io/x/y:1"], "image.repository and image.tag"),
@@ -432,7 +433,54 @@ def test_notes_say_what_runs_and_how_to_run_status_and_uninstall():
 def test_notes_warn_about_dry_run_and_the_ignored_initial_delay():
     text = notes("--set", "dryRun=true", "--set", "initialDelay=30s")
     assert text.lstrip().startswith("*** DRY RUN")
+    assert "helm uninstall still releases every hold" in text
     assert "WARNING: initialDelay=30s is ignored" in text
+    assert "DRY RUN" in notes("--set-string", "dryRun=yes"), "as the CLI reads it"
+    assert "DRY RUN" not in notes("--set-string", "dryRun=off")
+
+
+@needs_kubectl
+def test_notes_one_off_command_runs_with_the_cronjobs_settings_and_account(tmp_path):
+    """Issue 20 §5: the printed `kubectl run` makes a pod that reads the same ConfigMap with
+    the same ServiceAccount and placement as the CronJob, for a release of any name. kubectl
+    itself builds the pod (a client-side dry run against the API test server)."""
+    import shlex  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+
+    from tests.kubeapi.apiserver import ApiServer  # noqa: PLC0415
+
+    args = ["-n", "ops", "--dry-run=client"]
+    proc = run_helm("helm4", "install", "batch", str(CHART), *args, "--set", "dryRun=true")
+    text = proc.stdout.split("NOTES:", 1)[1]
+    objs = [o for o in yaml.safe_load_all(proc.stdout.split("NOTES:", 1)[0]) if o and "kind" in o]
+    command = re.search(r"^  (kubectl run .*?-- status)$", text, re.MULTILINE | re.DOTALL)
+    assert command, text
+    argv = shlex.split(command.group(1).replace("\\\n", " "))
+    assert argv[argv.index("--") + 1 :] == ["status"]
+    argv.remove("--rm")
+    argv.remove("-i")  # attached: kubectl would not dry-run it
+    with ApiServer() as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        argv[argv.index("--") : argv.index("--")] = ["--dry-run=client", "-o", "json"]
+        done = subprocess.run(
+            [shutil.which("kubectl"), "--kubeconfig", str(kubeconfig), *argv[1:]],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    pod = json.loads(done.stdout)
+    cron = pod_spec(one(objs, "CronJob"))
+    spec = pod["spec"]
+    assert spec["serviceAccountName"] == cron["serviceAccountName"] == "batch-node-holder"
+    assert spec["containers"][0]["envFrom"] == cron["containers"][0]["envFrom"]
+    assert env_of(objs, spec) == env_of(objs, cron)
+    assert env_of(objs, spec)["NODE_HOLDER_DRY_RUN"] == "true"
+    for key in ("affinity", "tolerations", "securityContext", "automountServiceAccountToken"):
+        assert spec[key] == cron[key], key
+    assert pss_restricted_violations(spec) == []
+    assert spec["containers"][0]["image"] == cron["containers"][0]["image"]
 
 
 # --------------------------------------------------------------------------- the hook, for real
@@ -468,15 +516,21 @@ def _allowed(objs: list[dict[str, Any]], request: tuple[str, str, str, str, str]
     return False
 
 
-def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path):
-    """Run the hook's command with its env against the API test server; every request it
-    makes is one its Role or ClusterRole allows, and the holds are gone."""
+@pytest.mark.parametrize("dry_run", ["false", "true"])
+def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path, dry_run):
+    """Run the hook's command with its environment (the settings ConfigMap, then its own env)
+    against the API test server; every request it makes is one its Role or ClusterRole allows,
+    and the holds are gone, also when the runs are a dry run (issue 20 §4): an uninstall that
+    left them would leave them for good."""
     from tests.clusters import run_cli  # noqa: PLC0415
     from tests.kubeapi.apiserver import ApiServer  # noqa: PLC0415
 
     namespace = "kube-system"  # a namespace the test server has
-    rendered = run_helm(helm, "template", RELEASE, str(CHART), "-n", namespace).stdout
+    rendered = run_helm(
+        helm, "template", RELEASE, str(CHART), "-n", namespace, "--set", f"dryRun={dry_run}"
+    ).stdout
     objs = [o for o in yaml.safe_load_all(rendered) if o]
+    assert env_of(objs, pod_spec(one(objs, "CronJob")))["NODE_HOLDER_DRY_RUN"] == dry_run
     hook_rbac = [o for o in objs if is_hook(o) and o["kind"] in ("Role", "ClusterRole")]
     job = next(o for o in objs if o["kind"] == "Job")
     container = pod_spec(job)["containers"][0]
@@ -504,7 +558,8 @@ def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path):
         )
         api.add_node("held", eks=False, annotations=ours)
         kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
-        env = {e["name"]: e["value"] for e in container["env"]}
+        env = env_of(objs, pod_spec(job))
+        assert env["NODE_HOLDER_DRY_RUN"] == "false"
         result = run_cli(*container["args"], "--kubeconfig", kubeconfig, env=env)
         assert result.code == 0, result.stderr
         assert api.get_node("held")["metadata"].get("annotations", {}) == {}

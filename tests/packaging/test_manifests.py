@@ -48,14 +48,15 @@ IMAGE = f"ghcr.io/karpenter-node-holder/karpenter-node-holder:{reconcile.__versi
 HOLD_ANNOTATION = "karpenter.sh/do-not-disrupt"
 KARPENTER_NODE_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
 
-# What each example overlay is meant to change relative to the base. The
-# comparison is exact: an overlay that changes anything else fails.
+# What each example overlay is meant to change relative to the base (in the settings
+# ConfigMap). The comparison is exact: an overlay that changes anything else fails.
 OVERLAY_ENV_CHANGES: dict[str, dict[str, str]] = {
     "dry-run-first": {"NODE_HOLDER_DRY_RUN": "true"},
     "longer-hold": {"HOLD_DURATION": "45m"},
     "karpenter-before-v0.32": {
         "HOLD_ANNOTATION": "karpenter.sh/do-not-consolidate",
         "HOLD_GROUP_LABEL": "karpenter.sh/provisioner-name",
+        "HOLD_TRIGGER_SELECTOR": "karpenter.sh/provisioner-name",
     },
     "karpenter-only-cluster": {},
 }
@@ -98,13 +99,35 @@ def container(objs: list[dict[str, Any]]) -> dict[str, Any]:
     return containers[0]
 
 
-def env_of(objs: list[dict[str, Any]]) -> dict[str, str]:
-    entries = container(objs).get("env", [])
+def settings_of(objs: list[dict[str, Any]], spec: dict[str, Any]) -> dict[str, str]:
+    """The environment a pod's container gets: the ConfigMaps it reads whole (`envFrom`, found
+    in the same render), then its own `env` entries over them, as the kubelet builds it."""
+    (c,) = spec["containers"]
+    maps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
+    env: dict[str, str] = {}
+    for source in c.get("envFrom", []):
+        name = source["configMapRef"]["name"]
+        assert name in maps, f"envFrom names ConfigMap {name}, which the install does not create"
+        assert "prefix" not in source and not source["configMapRef"].get("optional")
+        env.update(maps[name]["data"])
+    entries = c.get("env", [])
     names = [e["name"] for e in entries]
     assert len(names) == len(set(names)), f"duplicate env names: {names}"
     for e in entries:
         assert "valueFrom" not in e, f"{e['name']}: settings are plain values"
-    return {e["name"]: e["value"] for e in entries}
+    return {**env, **{e["name"]: e["value"] for e in entries}}
+
+
+def env_of(objs: list[dict[str, Any]]) -> dict[str, str]:
+    """The CronJob's run's environment."""
+    return settings_of(objs, pod_template(objs)["spec"])
+
+
+def settings_map(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The settings ConfigMap: the one the CronJob's container reads with envFrom."""
+    [source] = container(objs)["envFrom"]
+    name = source["configMapRef"]["name"]
+    return next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == name)
 
 
 def seconds(duration: str) -> float:
@@ -512,6 +535,39 @@ def test_base_settings():
     assert env["NODE_HOLDER_TIMEOUT"] == "45s"
 
 
+@needs_kubectl
+def test_base_defaults_are_the_safe_choice_for_a_karpenter_cluster():
+    """Issue 20 §1: only nodes Karpenter launched start a hold, and holding is capped (the
+    figures behind 2h: README, "Why these defaults"); the CLI's own defaults stay generic."""
+    from reconcile.selectors import parse_selector  # noqa: PLC0415
+    from reconcile.settings import HoldSettings  # noqa: PLC0415
+
+    env = env_of(render("base"))
+    trigger = parse_selector(env["HOLD_TRIGGER_SELECTOR"])
+    assert trigger.matches({"karpenter.sh/nodepool": "batch"})
+    for labels in (
+        {},
+        {"eks.amazonaws.com/nodegroup": "system"},
+        {"eks.amazonaws.com/compute-type": "fargate"},
+    ):
+        assert not trigger.matches(labels), labels
+    assert seconds(env["HOLD_MAX_DURATION"]) == 2 * 3600
+    assert HoldSettings().max_hold is None and not HoldSettings().trigger_selector
+
+
+@needs_kubectl
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_setting_is_in_one_configmap_the_pod_reads_whole(target):
+    """Issue 20 §5: one place for the settings, read by the runs and by a one-off pod."""
+    objs = render(target)
+    c = container(objs)
+    assert "env" not in c, "settings live in the ConfigMap, not in the CronJob"
+    cm = settings_map(objs)
+    assert cm["metadata"]["name"] == "node-holder-settings"
+    assert cm["metadata"]["namespace"] == only(objs, "CronJob")["metadata"]["namespace"]
+    assert set(cm["data"]) <= set(cli_envvars())
+
+
 # --------------------------------------------------------------------------- overlays
 
 
@@ -527,12 +583,10 @@ def _normalised(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _expected_overlay(name: str) -> list[dict[str, Any]]:
     expected = render("base")
-    env = container(expected)["env"]
+    data = settings_map(expected)["data"]
     for key, value in OVERLAY_ENV_CHANGES[name].items():
-        entry = next(e for e in env if e["name"] == key)
-        entry["value"] = value
-        if key == "HOLD_ANNOTATION":  # the admission policy's parameters follow
-            only(expected, "ConfigMap")["data"]["holdAnnotations"] = value
+        assert key in data
+        data[key] = value
     if name == "karpenter-only-cluster":
         template = pod_template(expected)
         del template["spec"]["affinity"]
@@ -642,10 +696,12 @@ def _docs_overrides() -> dict[str, Any]:
 
 @needs_kubectl
 def test_docs_one_off_pod_matches_the_cronjob():
-    """The `kubectl run --overrides` pod must pass "restricted" and use the same SA."""
+    """The `kubectl run --overrides` pod must pass "restricted", use the same SA, and read
+    the CronJob's settings (the same ConfigMap, whole)."""
     overrides = _docs_overrides()["spec"]
     cron_pod = pod_template(render("base"))["spec"]
     assert overrides["serviceAccountName"] == cron_pod["serviceAccountName"]
+    assert overrides["containers"][0]["envFrom"] == cron_pod["containers"][0]["envFrom"]
     assert overrides["automountServiceAccountToken"] is True
     assert overrides["affinity"] == cron_pod["affinity"]
     assert pss_restricted_violations(overrides) == []

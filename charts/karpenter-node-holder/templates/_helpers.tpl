@@ -67,13 +67,15 @@ helm.sh/chart: {{ include "node-holder.chart" . }}
 {{- end }}
 
 {{/*
-The container's environment: one entry per setting, in the kustomize base's order, then
-`settings` sorted by name. The schema keeps the two sets apart, so no name repeats (Helm 4's
-server-side apply refuses duplicate env names).
+The settings ConfigMap's data: one entry per setting, named after the environment variable the
+CLI reads, in the kustomize base's order, then `settings` sorted by name. Every pod (the runs,
+the uninstall hook, the helm test, a `kubectl run` one-off command) reads it with `envFrom`, and
+the admission policy takes it as its parameter: one place for the settings. The schema keeps the
+two sets apart, so no name repeats.
 */}}
-{{- define "node-holder.env" -}}
+{{- define "node-holder.settingsData" -}}
 {{- $v := .Values }}
-{{- $env := list
+{{- $data := list
   (list "HOLD_DURATION" $v.holdDuration)
   (list "HOLD_ANNOTATION" $v.holdAnnotation)
   (list "HOLD_SCOPE" $v.holdScope)
@@ -86,14 +88,28 @@ server-side apply refuses duplicate env names).
   (list "NODE_HOLDER_TIMEOUT" $v.timeout)
   (list "NODE_HOLDER_LOG_FORMAT" $v.logFormat)
   (list "NODE_HOLDER_OUTPUT" $v.output) }}
-{{- range $env }}
-- name: {{ index . 0 }}
-  value: {{ include "node-holder.text" (index . 1) | quote }}
+{{- range $data }}
+{{ index . 0 }}: {{ include "node-holder.text" (index . 1) | quote }}
 {{- end }}
 {{- range $name, $value := $v.settings }}
-- name: {{ $name }}
-  value: {{ include "node-holder.text" $value | quote }}
+{{ $name }}: {{ include "node-holder.text" $value | quote }}
 {{- end }}
+{{- end }}
+
+{{- define "node-holder.settingsName" -}}
+{{- printf "%s-settings" (include "node-holder.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The containers' environment: the settings ConfigMap, whole. */}}
+{{- define "node-holder.envFrom" -}}
+envFrom:
+  - configMapRef:
+      name: {{ include "node-holder.settingsName" . }}
+{{- end }}
+
+{{/* true or false, as the CLI reads a boolean setting's text (`dryRun: "yes"` is true). */}}
+{{- define "node-holder.isTrue" -}}
+{{- has (lower (trim (include "node-holder.text" .))) (list "true" "yes" "on" "1") }}
 {{- end }}
 
 {{/* A value as the CLI reads it: null is empty, whole numbers as integers (20, not 2e+01; -0 as 0). */}}
