@@ -63,13 +63,6 @@ FREE = "node-holder.dev/free-until"
 ATTACH_DETACH = "volumes.kubernetes.io/controller-managed-attach-detach"
 OPT_OUT = "overlays/without-admission-policy"
 POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
-#: Needs the `rule` branch: claims kept on keys outside the configured set while "true"
-#: (issue 19 §2) and pins (PINS.md). Until then the runs make patches the policy refuses.
-NEEDS_RULE_BRANCH = pytest.mark.xfail(
-    reason="the rule branch: claims kept while 'true' (issue 19 §2) and pins (PINS.md)",
-    strict=True,
-)
-
 
 # --------------------------------------------------------------------------- evaluating the CEL
 
@@ -755,7 +748,6 @@ def test_the_uninstall_hook_releases(cluster):
     assert all(not c.annotations(n) for n in ("old-2", "batch-1", "system-1"))
 
 
-@NEEDS_RULE_BRANCH
 def test_a_key_switch_keeps_the_old_claim(cluster):
     """Issue 19 §2: a custom key, then the default: the claim on the custom key stays."""
     c = cluster
@@ -768,7 +760,6 @@ def test_a_key_switch_keeps_the_old_claim(cluster):
     assert c.annotations("old-2")[MARKER] == f"example.com/hold,{DISRUPT}"
 
 
-@NEEDS_RULE_BRANCH
 def test_a_pinned_node_keeps_its_hold(cluster):
     """PINS.md: a person pins a held node; the release drops the claim, the key stays."""
     c = cluster
