@@ -415,7 +415,11 @@ def test_wheel_installs_and_runs_like_the_image(tmp_path):
         zf_text = {n: zf.read(n).decode() for n in names if n.endswith(".py")}
     top_level = {n.split("/")[0] for n in names}
     assert {t for t in top_level if not t.endswith(".dist-info")} == {"reconcile"}
-    assert "reconcile/cli/main.py" in names
+    # Every module of every subpackage ships (one the package rule missed would not), and
+    # the bundled day with them.
+    sources = {p.relative_to(context).as_posix() for p in (context / "reconcile").rglob("*.py")}
+    assert "reconcile/cli/main.py" in sources and not sources - set(names), sources - set(names)
+    assert "reconcile/examples/batch-day.yaml" in names
     # Test support never ships: no HTTP server, no test identities, no kubeconfig writer.
     assert not [n for n in names if "kubeapi" in n or "/testing/" in n], names
     for name in (n for n in names if n.endswith(".py")):
