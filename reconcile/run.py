@@ -1,9 +1,7 @@
 """One pass: read the whole node list, decide, apply, record Events. No loop.
 
 Only the orchestration of one run lives here; applying (patches and Events) is apply.py.
-
-Used by every command (`reconcile`, `status`, `release`) and by `simulate`,
-so the replay goes through exactly the code a CronJob runs.
+Used by every command but `simulate`, which replays the same pure decide() in memory.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from reconcile.cluster.apply import ApplyResult, NodeResult, Pool, apply_plan, r
 from reconcile.cluster.client import Client, gc_paused
 from reconcile.cluster.read import Keys, ListFailed, Listing, read_node, read_nodes
 from reconcile.cluster.retry import Backoff, Deadline, RateLimiter
-from reconcile.rule.decide import Mode, Plan, Transition, decide
+from reconcile.rule.decide import Plan, Transition, decide
 from reconcile.rule.nodes import NodeView
 from reconcile.rule.settings import HoldSettings, RunSettings
 
@@ -71,16 +69,18 @@ def run_once(
     hold: HoldSettings,
     run: RunSettings,
     *,
-    mode: Mode = Mode.RECONCILE,
+    describe: Callable[[Transition, Plan], str],
     stop: threading.Event | None = None,
     backoff: Backoff | None = None,
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> RunResult:
-    """List, decide and (unless `run.dry_run`: the one way to say "do not write") patch
-    and record Events. With `run.only` (pin, unpin), decide on those nodes alone.
+    """List, decide (as `run.mode` says) and, unless `run.dry_run` (the one way to say "do
+    not write"), patch and record Events. With `run.only` (pin, unpin), decide on those
+    nodes alone.
 
     Raises ListFailed when the node list is incomplete or a node cannot be
-    decided on; Interrupted on SIGTERM before anything was written. `backoff`
+    decided on; Interrupted on SIGTERM before anything was written. `describe` words
+    each Event (the CLI's report: the rule says what changed, never in words); `backoff`
     is for tests that inject many faults and must not wait the real pauses;
     `on_result` sees each node's result as its patch lands (see apply_plan).
     """
@@ -93,7 +93,7 @@ def run_once(
         listing = read_nodes(kube, hold, run, pool)
         only = set(run.only)
         nodes = [n for n in listing.nodes if n.name in only] if only else listing.nodes
-        plan = decide(nodes, listing.now, hold, mode)
+        plan = decide(nodes, listing.now, hold, run.mode)
     missing = tuple(sorted(only - {d.node for d in plan.decisions}))
     del listing.nodes[:], nodes  # the plan keeps what it needs; let the views go
     if run.dry_run:
@@ -105,7 +105,7 @@ def run_once(
         return read_node(kube, name, keys, timeout)
 
     applied = apply_plan(plan, kube, pool, reread, on_result)
-    events, event_errors = record_events(kube, plan, applied, run, pool)
+    events, event_errors = record_events(kube, plan, applied, run, pool, describe)
     return RunResult(
         plan,
         listing,

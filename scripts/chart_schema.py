@@ -64,7 +64,7 @@ TABLE_END = "<!-- end of values table -->"
 
 
 def by_env() -> dict[str, options.Setting]:
-    return {setting.env: setting for setting in options.SETTINGS}
+    return dict(options.BY_ENV)
 
 
 def map_envs() -> list[str]:
@@ -85,24 +85,43 @@ _JUNK = "x y"
 
 def _refusal(setting: options.Setting, text: str) -> s.Invalid | None:
     try:
-        setting.type.parse(text)
+        setting.kind.parse(text)
     except s.Invalid as exc:
         return exc
     return None
 
 
+#: The settings' kinds the chart's grammar knows, and the facts it takes from each.
+_KINDS = {
+    "duration": (),
+    "keys": (),
+    "selector": (),
+    "label": (),
+    "choice": ("choices",),
+    "integer": ("low", "high"),
+    "number": ("low", "high"),
+    "boolean": (),
+}
+
+
 def rule(setting: options.Setting) -> dict[str, Any]:
     """One setting's grammar for templates/_validate.tpl: kind, bounds, choices, its fix."""
-    kind = setting.type
+    kind = setting.kind
+    if kind.name not in _KINDS:
+        raise SystemExit(f"{setting.env}: no chart grammar for kind {kind.name!r}")
     junk = _refusal(setting, _JUNK)
     if junk is None:
         raise SystemExit(f"{setting.env}: {_JUNK!r} is accepted; pick other junk text")
-    out: dict[str, Any] = {"env": setting.env, "fix": junk.fix}
-    if isinstance(kind, options.Duration):
-        low, high = kind.bounds.low, kind.bounds.high
+    out: dict[str, Any] = {"env": setting.env, "fix": junk.fix, "kind": kind.name}
+    out |= {
+        fact: list(value) if isinstance(value, tuple) else value
+        for fact in _KINDS[kind.name]
+        for value in [kind.facts[fact]]
+    }
+    if kind.name == "duration":
+        low, high = kind.facts["bounds"].low, kind.facts["bounds"].high
         out |= {
-            "kind": "duration",
-            "optional": kind.optional,
+            "optional": kind.facts["optional"],
             "low": low.total_seconds(),
             "high": high.total_seconds(),
             "lowText": s.format_duration(low),
@@ -115,23 +134,6 @@ def rule(setting: options.Setting) -> dict[str, Any]:
             if other is None or other.problem != bare.problem:
                 raise SystemExit(f"{setting.env}: bare numbers refused with varying words")
             out["bareProblem"] = bare.problem
-    elif isinstance(kind, options.AnnotationKeys):
-        out["kind"] = "keys"
-    elif isinstance(kind, options.LabelSelector):
-        out["kind"] = "selector"
-    elif isinstance(kind, options.LabelKey):
-        out["kind"] = "label"
-    elif isinstance(kind, options.Choice):
-        out |= {"kind": "choice", "choices": list(kind.choices)}
-    elif isinstance(kind, options.Integer | options.Verbosity):
-        low, high = (kind.low, kind.high) if isinstance(kind, options.Integer) else (0, 3)
-        out |= {"kind": "integer", "low": low, "high": high}
-    elif isinstance(kind, options.Number):
-        out |= {"kind": "number", "low": kind.low, "high": kind.high}
-    elif isinstance(kind, options.Boolean):
-        out["kind"] = "boolean"
-    else:
-        raise SystemExit(f"{setting.env}: no chart grammar for {type(kind).__name__}")
     return out
 
 

@@ -467,10 +467,10 @@ class Client:
 
 
 def node_event(
-    *, node: str, node_uid: str, reason: str, message: str, at: datetime, instance: str
+    *, node: str, node_uid: str, reason: str, message: str, at: str, instance: str
 ) -> dict[str, Any]:
-    """A Normal core/v1 Event about a node, in the namespace where node events live."""
-    stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A Normal core/v1 Event about a node, in the namespace where node events live; `at`
+    is its time as the rule's `format_time` writes it (RFC 3339, to the second)."""
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -484,8 +484,8 @@ def node_event(
         "message": message,
         "type": "Normal",
         "source": {"component": USER_AGENT},
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
+        "firstTimestamp": at,
+        "lastTimestamp": at,
         "count": 1,
         "reportingComponent": USER_AGENT,
         "reportingInstance": instance,
