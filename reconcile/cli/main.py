@@ -370,8 +370,8 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
     from reconcile.cli import report  # noqa: PLC0415
     from reconcile.cluster.access import connection_for  # noqa: PLC0415
     from reconcile.cluster.client import Client  # noqa: PLC0415
+    from reconcile.cluster.pool import Interrupted  # noqa: PLC0415
     from reconcile.cluster.read import ListFailed  # noqa: PLC0415
-    from reconcile.cluster.retry import Interrupted  # noqa: PLC0415
     from reconcile.rule.decide import Mode  # noqa: PLC0415
     from reconcile.run import run_once  # noqa: PLC0415
 

@@ -9,22 +9,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
-from reconcile.cluster.client import (
-    ApiError,
-    Client,
-    Gone,
-    ListPage,
-    NotFound,
-    TransportError,
-)
-from reconcile.cluster.retry import DeadlineExceeded, Interrupted
+from reconcile.cluster.client import Client, Page
+from reconcile.cluster.errors import ApiError, Gone, NotFound, TransportError
+from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool
 from reconcile.rule.nodes import MalformedNode, NodeView, node_view
 from reconcile.rule.settings import Clock, HoldSettings, RunSettings
-
-if TYPE_CHECKING:
-    from reconcile.cluster.apply import Pool
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +59,9 @@ class Keys:
         # This tool's own annotations are always kept too (nodes.node_view).
         return cls(frozenset(hold.annotations), hold.label_keys)
 
+    def view(self, metadata: dict[str, Any]) -> NodeView:
+        return node_view(metadata, self.annotations, self.labels)
+
 
 def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -> Listing:
     """The whole list or an exception: a partial list is never returned."""
@@ -84,6 +78,13 @@ def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -
             log.info("node list expired mid-way (410 Gone); starting the list again")
         except (ApiError, TransportError, MalformedNode, DeadlineExceeded) as exc:
             raise _failed(exc) from None
+    return _listing(nodes, server_now, run, pages, restarts)
+
+
+def _listing(
+    nodes: list[NodeView], server_now: datetime | None, run: RunSettings, pages: int, restarts: int
+) -> Listing:
+    """The nodes read, with the time to decide at: the server's clock unless --clock local."""
     if run.clock is Clock.SERVER and server_now is not None:
         return Listing(nodes, server_now, "server", pages, restarts)
     if run.clock is Clock.SERVER:
@@ -103,12 +104,12 @@ def _read_all_pages(
         if pool.stop.is_set():
             raise Interrupted("list")
 
-        def page(timeout: float, token: str | None = token, size: int = size) -> ListPage:
+        def page(timeout: float, token: str | None = token, size: int = size) -> Page:
             return kube.list_nodes(limit=size, continue_token=token, timeout=timeout)
 
         got = pool.retry(page, "list nodes")
         # run_once pauses the cyclic GC around the whole list: nothing here is cyclic garbage.
-        nodes.extend(node_view(m, keys.annotations, keys.labels) for m in got.items)
+        nodes.extend(keys.view(m) for m in got.items)
         size = fitting_page_size(len(got.items) or size, got.size, run.page_size)
         del got.items[:]
         pages += 1
@@ -117,23 +118,28 @@ def _read_all_pages(
             return nodes, pages, got.date
 
 
-def _failed(exc: Exception) -> ListFailed:
-    """One line for the run's error: why the list is not whole, and that nothing changed."""
+def _failed(exc: Exception, doing: str = "list nodes") -> ListFailed:
+    """One line for the run's error: why the nodes are not all read, and that nothing changed."""
     if isinstance(exc, MalformedNode):
         # One node we cannot decide on makes the whole decision unsafe (is it the youngest?).
         return ListFailed(f"cannot decide: {exc}; fix or delete that node; nothing was changed")
     if isinstance(exc, DeadlineExceeded):
         return ListFailed(
-            "cannot list nodes within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
+            f"cannot {doing} within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
         )
     why = exc.explain() if isinstance(exc, ApiError) else str(exc)
-    return ListFailed(f"cannot list nodes: {why}; nothing was changed")
+    return ListFailed(f"cannot {doing}: {why}; nothing was changed")
 
 
-def read_node(kube: Client, name: str, keys: Keys, timeout: float) -> NodeView | None:
+def read_node(kube: Client, name: str, keys: Keys, pool: Pool) -> NodeView | None:
     """One node read again (after a 409); None if it is gone."""
+    got = _get(kube, name, pool)
+    return None if got is None else keys.view(got.items[0])
+
+
+def _get(kube: Client, name: str, pool: Pool) -> Page | None:
+    """One node by name through the pool's retries; None if it does not exist."""
     try:
-        metadata = kube.get_node(name, timeout=timeout)
+        return pool.retry(lambda timeout: kube.get_node(name, timeout=timeout), f"node/{name}: get")
     except NotFound:
         return None
-    return node_view(metadata, keys.annotations, keys.labels)

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from reconcile.cluster.retry import Backoff
+from reconcile.cluster.pool import Backoff
 from reconcile.rule.decide import claimed_keys
 from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import ListFailed, run_once

@@ -43,8 +43,8 @@ from hypothesis.stateful import (
 )
 
 from reconcile.cluster.client import Client
+from reconcile.cluster.pool import Backoff
 from reconcile.cluster.read import ListFailed
-from reconcile.cluster.retry import Backoff
 from reconcile.rule.decide import Mode
 from reconcile.rule.nodes import claimed_keys
 from reconcile.rule.settings import HoldSettings, RunSettings
