@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from reconcile.cluster.apply import ApplyResult, NodeResult, apply_plan, record_events
 from reconcile.cluster.client import Client, gc_paused
 from reconcile.cluster.pool import Backoff, Pool
-from reconcile.cluster.read import ListFailed, Listing, read_nodes
+from reconcile.cluster.read import ListFailed, Listing, read_named, read_nodes
 from reconcile.rule.decide import Mode, Plan, Transition, decide
 from reconcile.rule.settings import HoldSettings, RunSettings
 
@@ -55,9 +55,9 @@ def run_once(
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> RunResult:
     """Read, decide and (unless `run.dry_run`: the one way to say "do not write") patch
-    and record Events. With `run.only` (pin, unpin), decide on those nodes alone.
+    and record Events. With `run.only` (pin, unpin), read and decide on those nodes alone.
 
-    Raises ListFailed when the node list is incomplete or a node cannot be decided on; Interrupted
+    Raises ListFailed when a node to decide on cannot be read or decided on; Interrupted
     on SIGTERM before anything was written. `backoff` is for tests that inject many faults
     and must not wait the real pauses; `on_result` sees each node's result as its patch
     lands (see apply_plan).
@@ -74,12 +74,13 @@ def run_once(
     # Tens of thousands of node views that live to the end of the run: nothing to collect,
     # and each collection would walk them all again.
     with gc_paused():
-        listing = read_nodes(kube, hold, run, pool)
-        only = set(run.only)
-        nodes = [n for n in listing.nodes if n.name in only] if only else listing.nodes
-        plan = decide(nodes, listing.now, hold, mode)
-    missing = tuple(sorted(only - {d.node for d in plan.decisions}))
-    del listing.nodes[:], nodes  # the plan keeps what it needs; let the views go
+        if run.only:
+            listing = read_named(kube, run.only, hold, run, pool)
+        else:
+            listing = read_nodes(kube, hold, run, pool)
+        plan = decide(listing.nodes, listing.now, hold, mode)
+    missing = tuple(sorted(set(run.only) - {d.node for d in plan.decisions}))
+    del listing.nodes[:]  # the plan keeps what it needs; let the views go
     if run.dry_run:
         return RunResult(plan, listing, dry_run=True, requests=kube.requests, missing=missing)
     applied = apply_plan(plan, kube, pool, on_result)

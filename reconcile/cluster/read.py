@@ -1,7 +1,8 @@
-"""Reading the cluster: the whole node list as compact node views, or nothing at all.
+"""Reading the cluster: the whole node list, or the named nodes, as compact node views.
 
-A run that cannot see the whole node list changes nothing: `read_nodes` returns every node
-or raises `ListFailed` (an expired continue token restarts the list a few times first).
+A run that cannot see every node it decides on changes nothing: `read_nodes` returns every
+node or raises `ListFailed` (an expired continue token restarts the list a few times first);
+`read_named` (pin, unpin) reads only the nodes a person named, one GET each, never the list.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Listing:
     nodes: list[NodeView]
     now: datetime
     clock: str  # "server" (Date header) or "local"
-    pages: int
+    pages: int  # list pages read (none for named nodes)
     restarts: int
 
 
@@ -79,6 +80,24 @@ def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -
         except (ApiError, TransportError, MalformedNode, DeadlineExceeded) as exc:
             raise _failed(exc) from None
     return _listing(nodes, server_now, run, pages, restarts)
+
+
+def read_named(
+    kube: Client, names: tuple[str, ...], hold: HoldSettings, run: RunSettings, pool: Pool
+) -> Listing:
+    """The named nodes that exist (one GET each), or an exception: no partial reading."""
+    keys = Keys.of(hold)
+    nodes: list[NodeView] = []
+    server_now: datetime | None = None
+    for name in names:
+        try:
+            got = _get(kube, name, pool)
+            if got is not None:
+                nodes.append(keys.view(got.items[0]))
+                server_now = got.date or server_now
+        except (ApiError, TransportError, MalformedNode, DeadlineExceeded) as exc:
+            raise _failed(exc, f'read node "{name}"') from None
+    return _listing(nodes, server_now, run, 0, 0)
 
 
 def _listing(
