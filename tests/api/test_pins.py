@@ -185,7 +185,7 @@ def test_pin_reads_the_named_nodes_alone_never_the_node_list(
 ) -> None:
     """At 15,000 nodes the list is 30 pages; a person pinning one node costs one GET."""
     cluster(api, **{f"n{i:03}": {} for i in range(120)})
-    result = run(kubeconfig, "pin", "n007", "ghost", "--page-size", "10", "--output", "json")
+    result = run(kubeconfig, "pin", "n007", "ghost", "--output", "json")
     assert result.code == 1 and api.annotations("n007") == PINNED_KEY
     assert result.json["summary"]["listPages"] == 0
     assert [(r.method, r.path) for r in api.requests] == [
