@@ -7,14 +7,16 @@ Used by every command that talks to the cluster (`reconcile`, `status`, `release
 
 from __future__ import annotations
 
+import gc
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from reconcile.cluster.apply import ApplyResult, NodeResult, apply_plan, record_events
-from reconcile.cluster.client import Client, gc_paused
+from reconcile.cluster.client import Client
 from reconcile.cluster.pool import Backoff, Pool
-from reconcile.cluster.read import ListFailed, Listing, read_named, read_nodes
+from reconcile.cluster.read import ListFailed, Listing, read_nodes
 from reconcile.rule.decide import Mode, Plan, Transition, decide
 from reconcile.rule.settings import HoldSettings, RunSettings
 
@@ -71,13 +73,8 @@ def run_once(
         backoff=backoff,
     )
     kube.stop_on(pool.stop)
-    # Tens of thousands of node views that live to the end of the run: nothing to collect,
-    # and each collection would walk them all again.
-    with gc_paused():
-        if run.only:
-            listing = read_named(kube, run.only, hold, run, pool)
-        else:
-            listing = read_nodes(kube, hold, run, pool)
+    with _gc_paused():
+        listing = read_nodes(kube, hold, run, pool)
         plan = decide(listing.nodes, listing.now, hold, mode)
     missing = tuple(sorted(set(run.only) - {d.node for d in plan.decisions}))
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
@@ -95,3 +92,16 @@ def run_once(
         requests=kube.requests,
         missing=missing,
     )
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Reading and deciding make tens of thousands of small objects that live to the end of
+    the run: nothing for the cyclic GC to collect, and each collection would walk them all."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

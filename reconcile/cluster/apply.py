@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 
@@ -28,7 +28,7 @@ from reconcile.cluster.errors import (
     Unauthorized,
     Unconfirmed,
 )
-from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool
+from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
 from reconcile.cluster.read import Keys, read_node
 from reconcile.rule.decide import NodePatch, Plan, Transition, recorded_events
 from reconcile.rule.nodes import MalformedNode
@@ -72,19 +72,6 @@ class ApplyResult:
         return sum(1 for r in self.results if r.outcome is Outcome.PATCHED)
 
 
-class _Abort:
-    """Set once by the first 401/403: the identity cannot write, so stop trying."""
-
-    def __init__(self) -> None:
-        self.reason: str | None = None
-        self._lock = threading.Lock()
-
-    def set(self, reason: str) -> None:
-        with self._lock:
-            if self.reason is None:
-                self.reason = reason
-
-
 @dataclass
 class _Attempt:
     """One node's patch as it goes: what is sent now, and after how many conflicts."""
@@ -112,16 +99,6 @@ _OUTCOMES: tuple[tuple[type[Exception], Outcome | None], ...] = (
 _SENT_ERRORS = (ApiError, TransportError, Unconfirmed, Interrupted, DeadlineExceeded)
 
 
-def _why(exc: Exception) -> str:
-    if isinstance(exc, ApiError):
-        return exc.explain()
-    if isinstance(exc, Interrupted):
-        return "stopped by signal"
-    if isinstance(exc, DeadlineExceeded):
-        return "run timeout reached"
-    return str(exc) or type(exc).__name__
-
-
 @dataclass(frozen=True)
 class _Patcher:
     """Sends one node's patch; on a 409 reads the node again and decides again."""
@@ -129,8 +106,10 @@ class _Patcher:
     plan: Plan
     kube: Client
     pool: Pool
-    abort: _Abort
     started: float  # time.monotonic() when the plan's `now` was taken, near enough
+    #: Why the API refused our identity (401, 403), the first one first: every other patch
+    #: would fail the same way, so none is started after it. (list.append is thread-safe.)
+    refused: list[str] = field(default_factory=list)
 
     def patch(self, patch: NodePatch) -> NodeResult:
         attempt = _Attempt(patch, patch)
@@ -154,7 +133,7 @@ class _Patcher:
             return attempt.result(Outcome.NOT_SENT, "stopped by signal")
         if self.pool.deadline.expired:
             return attempt.result(Outcome.NOT_SENT, "run timeout reached")
-        if self.abort.reason:
+        if self.refused:
             return attempt.result(Outcome.NOT_SENT, "not sent after the API refused our identity")
         return None
 
@@ -169,13 +148,13 @@ class _Patcher:
             self.pool.retry(send, f"node/{node}: patch", write=True)
         except _SENT_ERRORS as exc:
             if isinstance(exc, Unauthorized | Forbidden):
-                self.abort.set(exc.explain())
+                self.refused.append(exc.explain())
             outcome = next(o for kind, o in _OUTCOMES if isinstance(exc, kind))
             if outcome is None:
                 why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
                 log.info("node/%s: %s; reading it again", node, why)
                 return None
-            return attempt.result(outcome, None if outcome is Outcome.GONE else _why(exc))
+            return attempt.result(outcome, None if outcome is Outcome.GONE else explain(exc))
         return attempt.result(Outcome.PATCHED)
 
     def _decide_again(self, attempt: _Attempt) -> NodePatch | NodeResult:
@@ -184,9 +163,9 @@ class _Patcher:
         try:
             fresh = read_node(self.kube, node, Keys.of(self.plan.hold), self.pool)
         except (ApiError, TransportError, MalformedNode) as exc:
-            return attempt.result(Outcome.FAILED, _why(exc))
+            return attempt.result(Outcome.FAILED, explain(exc))
         except (Interrupted, DeadlineExceeded) as exc:
-            return attempt.result(Outcome.NOT_SENT, _why(exc))
+            return attempt.result(Outcome.NOT_SENT, explain(exc))
         if fresh is None:
             return attempt.result(Outcome.GONE)
         # Decided at the time of the re-read: what an overlapping run wrote is not from the future.
@@ -220,7 +199,7 @@ def apply_plan(
     patches = plan.patches
     if not patches:
         return ApplyResult(())
-    patcher = _Patcher(plan, kube, pool, _Abort(), time.monotonic())
+    patcher = _Patcher(plan, kube, pool, time.monotonic())
     results: list[NodeResult | None] = [None] * len(patches)
     upcoming = iter(enumerate(patches))
     take, report = threading.Lock(), threading.Lock()
@@ -253,7 +232,7 @@ def apply_plan(
         done,
         interrupted=pool.stop.is_set(),
         timed_out=pool.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
-        fatal=patcher.abort.reason,
+        fatal=patcher.refused[0] if patcher.refused else None,
     )
 
 
@@ -287,7 +266,7 @@ def record_events(
             )
             sent.append(transition)
         except (ApiError, TransportError, DeadlineExceeded, Interrupted) as exc:
-            text = _why(exc)
+            text = explain(exc)
             log.warning("could not record event %s: %s", transition.reason, text)
             errors.append(f"event {transition.reason} on node/{transition.node}: {text}")
     return tuple(sent), tuple(errors)

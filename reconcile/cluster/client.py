@@ -8,10 +8,8 @@ Each call names what it does and which shipped Role grants it, for its error lin
 
 from __future__ import annotations
 
-import gc
 import json
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -67,11 +65,9 @@ class Client(Transport):
             timeout=timeout,
         )
         size, date = len(response.body), response.date
-        with gc_paused():
-            page = _json(response, "list nodes")
-            del response  # the raw body goes as soon as it is parsed
-            items, token = _list_page(page, first=not continue_token)
-            del page
+        page = _json(response, "list nodes")
+        del response  # the raw body goes as soon as it is parsed
+        items, token = _list_page(page, first=not continue_token)
         return Page(items, token, date, size)
 
     def get_node(self, name: str, *, timeout: float | None = None) -> Page:
@@ -243,15 +239,3 @@ def _glimpse(body: bytes | str, size: int = 60) -> str:
     if not text:
         return "an empty body"
     return repr(text[:size] + ("..." if len(text) > size else ""))
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Parsing a page makes many small containers; the cyclic GC only slows that down."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()

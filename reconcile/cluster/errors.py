@@ -21,6 +21,14 @@ class Action(NamedTuple):
     grant: str = ""
 
 
+#: How an error reads for people, by status; verb, what and grant come from its Action.
+_EXPLAINED = {
+    401: "401 Unauthorized while trying to {verb} {what}: the API server did not accept our "
+    "credentials; check the kubeconfig user or the service account token",
+    403: "403 Forbidden: {message}; grant {grant} (it needs '{verb}' on {what})",
+}
+
+
 class ApiError(Exception):
     """The API server answered with an error status; subclasses name the ones callers act on."""
 
@@ -41,28 +49,19 @@ class ApiError(Exception):
         self.action = action or Action()
 
     def explain(self) -> str:
-        """One line for people."""
-        verb, what, _ = self.action
-        return f"{self.status} {self.reason} while trying to {verb} {what}: {self.message}"
+        """One line for people: what was tried, and for a 401 or 403 what to fix or grant."""
+        form = _EXPLAINED.get(
+            self.status, "{status} {reason} while trying to {verb} {what}: {message}"
+        )
+        return form.format(**vars(self), **self.action._asdict())
 
 
 class Unauthorized(ApiError):
     """401: the server did not accept our credentials."""
 
-    def explain(self) -> str:
-        verb, what, _ = self.action
-        return (
-            f"401 Unauthorized while trying to {verb} {what}: the API server did not "
-            "accept our credentials; check the kubeconfig user or the service account token"
-        )
-
 
 class Forbidden(ApiError):
     """403: our identity may not do this."""
-
-    def explain(self) -> str:
-        verb, what, grant = self.action
-        return f"403 Forbidden: {self.message}; grant {grant} (it needs '{verb}' on {what})"
 
 
 class NotFound(ApiError):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reconcile.cluster.client import Client
@@ -37,26 +36,6 @@ class HandoverFailed(Exception):
     """The CronJob could not be suspended, or a run was still going at the deadline: exit 1."""
 
 
-@dataclass(frozen=True)
-class Handover:
-    """What the suspend step did, for the report."""
-
-    cronjob: CronJobRef
-    found: bool  # False: no such CronJob (already deleted), nothing to wait for
-    was_suspended: bool
-    waited_for: tuple[str, ...]  # Jobs that were running when we looked first
-    seconds: float
-
-
-@dataclass(frozen=True)
-class _Pacing:
-    """How the wait looks and sleeps (tests pass a fake clock)."""
-
-    clock: Callable[[], float]
-    sleep: Callable[[float], None]
-    poll: float
-
-
 def suspend_and_wait(
     kube: Client,
     ref: CronJobRef,
@@ -64,26 +43,38 @@ def suspend_and_wait(
     dry_run: bool = False,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    poll: float = POLL_SECONDS,
-) -> Handover:
-    """Suspend the CronJob and return once none of its Jobs is running.
+) -> None:
+    """Suspend the CronJob and return once none of its Jobs is running, two looks a poll
+    apart (a Job the controller created just before it saw the suspend shows up in the
+    second). `clock` and `sleep` pace the wait (tests pass a fake clock).
 
     Raises HandoverFailed when a Job is still running after the run's deadline, so the
     caller releases nothing that a live run could put back.
     """
-    pacing = _Pacing(clock, sleep, poll)
     start = clock()
     cronjob = _suspend(kube, ref, dry_run)
     if cronjob is None:
-        return Handover(ref, False, False, (), 0.0)
-    was_suspended = bool((cronjob.get("spec") or {}).get("suspend"))
+        return
+    uid = (cronjob.get("metadata") or {}).get("uid")
     if dry_run:
         log.warning("dry run: would suspend cronjob %s and wait for its jobs", ref)
-        first = _look(kube, ref, cronjob)
-    else:
-        log.info("cronjob %s suspended (was suspended already: %s)", ref, was_suspended)
-        first = _wait(kube, ref, cronjob, start + _run_bound(cronjob), pacing)
-    return Handover(ref, True, was_suspended, first, clock() - start)
+        _running(kube, ref, uid)  # the look the real hand-over makes, with the same access
+        return
+    log.info("cronjob %s suspended", ref)
+    deadline = start + _run_bound(cronjob)
+    clean = 0
+    while True:
+        running = _running(kube, ref, uid)
+        clean = 0 if running else clean + 1
+        if clean >= CLEAN_LOOKS or (not running and clock() >= deadline):
+            return
+        if clock() >= deadline:
+            raise HandoverFailed(
+                f"cronjob {ref}: job(s) {', '.join(running)} still running after "
+                f"{clock() - start:.0f}s; nothing was released, run release again once they end"
+            )
+        log.info("waiting for %s of cronjob %s to finish", ", ".join(running) or "a look", ref)
+        sleep(min(POLL_SECONDS, max(deadline - clock(), 0.0)))
 
 
 def _retried(kube: Client, call: Callable[[float], T], what: str) -> T:
@@ -107,9 +98,8 @@ def _suspend(kube: Client, ref: CronJobRef, dry_run: bool) -> dict[str, Any] | N
         raise HandoverFailed(f"could not suspend cronjob {ref}: {_why(exc)}") from None
 
 
-def _look(kube: Client, ref: CronJobRef, cronjob: dict[str, Any]) -> tuple[str, ...]:
+def _running(kube: Client, ref: CronJobRef, uid: str | None) -> tuple[str, ...]:
     """Names of the CronJob's Jobs (scheduled or created from it by hand) not finished yet."""
-    uid = (cronjob.get("metadata") or {}).get("uid")
     try:
         jobs = _retried(
             kube, lambda t: kube.list_jobs(ref.namespace, timeout=t), f"list jobs in {ref}"
@@ -131,36 +121,6 @@ def _of(job: dict[str, Any], ref: CronJobRef, uid: str | None) -> bool:
 
 def _why(exc: Exception) -> str:
     return exc.explain() if isinstance(exc, ApiError) else str(exc)
-
-
-def _wait(
-    kube: Client,
-    ref: CronJobRef,
-    cronjob: dict[str, Any],
-    deadline: float,
-    pacing: _Pacing,
-) -> tuple[str, ...]:
-    """Look until two clean looks a poll apart; the Jobs seen running at the first look.
-
-    A Job the controller created just before it saw the suspend shows up in the second.
-    """
-    start = pacing.clock()
-    first: tuple[str, ...] | None = None
-    clean = 0
-    while True:
-        running = _look(kube, ref, cronjob)
-        first = running if first is None else first
-        clean = clean + 1 if not running else 0
-        if clean >= CLEAN_LOOKS or (not running and pacing.clock() >= deadline):
-            return first
-        if pacing.clock() >= deadline:
-            raise HandoverFailed(
-                f"cronjob {ref}: job(s) {', '.join(running)} still running after "
-                f"{pacing.clock() - start:.0f}s; nothing was released, run release again once "
-                "they end"
-            )
-        log.info("waiting for %s of cronjob %s to finish", ", ".join(running) or "a look", ref)
-        pacing.sleep(min(pacing.poll, max(deadline - pacing.clock(), 0.0)))
 
 
 def _run_bound(cronjob: dict[str, Any]) -> float:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from reconcile.cluster.errors import ServerError, TooManyRequests, TransportError
+from reconcile.cluster.errors import ApiError, ServerError, TooManyRequests, TransportError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -30,12 +30,22 @@ class DeadlineExceeded(Exception):
     """The run's --timeout is used up."""
 
 
+def explain(exc: Exception) -> str:
+    """One line for people on why a request did not succeed."""
+    if isinstance(exc, ApiError):
+        return exc.explain()
+    if isinstance(exc, Interrupted):
+        return "stopped by signal"
+    if isinstance(exc, DeadlineExceeded):
+        return "run timeout reached"
+    return str(exc) or type(exc).__name__
+
+
 class Deadline:
     """The per-run time budget; every wait and every request timeout is cut to fit it."""
 
     def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self.seconds = seconds
         self._end = clock() + seconds
 
     def remaining(self) -> float:
