@@ -2,8 +2,8 @@
 
 No decisions here. Options arrive as text and are parsed by `settings`, so every
 bad value gives one line naming the option and its environment variable (exit 2)
-before any API call. Heavy modules (the Kubernetes client) are imported inside
-the commands: `node-holder --help` stays fast.
+before any API call. The cluster side (the HTTP client, urllib3, YAML) is imported
+inside the commands that use it: `node-holder --help` stays fast.
 """
 
 from __future__ import annotations
