@@ -56,31 +56,20 @@ class Client(Transport):
         query = {"limit": str(limit)}
         if continue_token:
             query["continue"] = continue_token
+        action = Action("list", 'resource "nodes"', NODES_GRANT)
+        headers = {"Accept": ACCEPT_METADATA_LIST}
         response = self.request(
-            "GET",
-            "/api/v1/nodes",
-            Action("list", 'resource "nodes"', NODES_GRANT),
-            query=query,
-            headers={"Accept": ACCEPT_METADATA_LIST},
-            timeout=timeout,
+            "GET", "/api/v1/nodes", action, query=query, headers=headers, timeout=timeout
         )
         size, date = len(response.body), response.date
-        page = _json(response, "list nodes")
+        page = _json(response, action)
         del response  # the raw body goes as soon as it is parsed
         items, token = _list_page(page, first=not continue_token)
         return Page(items, token, date, size)
 
     def get_node(self, name: str, *, timeout: float | None = None) -> Page:
         """One node's metadata, as a page of one with the server's clock; NotFound if gone."""
-        action = Action("get", f'node "{name}"', NODES_GRANT)
-        response = self.request(
-            "GET",
-            f"/api/v1/nodes/{quote(name, safe='')}",
-            action,
-            headers={"Accept": ACCEPT_METADATA},
-            timeout=timeout,
-        )
-        meta = _metadata(_json(response, f"{action.verb} {action.what}"), action)
+        meta, response = self._node("GET", name, timeout)
         return Page([meta], None, response.date, len(response.body))
 
     def patch_node(
@@ -90,20 +79,30 @@ class Client(Transport):
 
         A resourceVersion in the body makes it a precondition: Conflict if the node changed.
         """
-        action = Action("patch", f'node "{name}"', NODES_GRANT)
         try:
-            response = self.request(
-                "PATCH",
-                f"/api/v1/nodes/{quote(name, safe='')}",
-                action,
-                body=body,
-                headers={"Content-Type": MERGE_PATCH, "Accept": ACCEPT_METADATA},
-                timeout=timeout,
-            )
-            meta = _metadata(_json(response, f"patch {action.what}"), action)
+            meta, _ = self._node("PATCH", name, timeout, body)
         except UnreadableAnswer as exc:
             raise Unconfirmed(f"{exc}; unknown whether the patch landed") from None
         return str(meta.get("resourceVersion", ""))
+
+    def _node(
+        self, method: str, name: str, timeout: float | None, patch: Any = None
+    ) -> tuple[dict[str, Any], Response]:
+        """A node's metadata, read or merge-patched, and the answer it came in."""
+        action = Action(method.lower(), f'node "{name}"', NODES_GRANT)
+        headers = {"Accept": ACCEPT_METADATA}
+        if patch is not None:
+            headers["Content-Type"] = MERGE_PATCH
+        path = f"/api/v1/nodes/{quote(name, safe='')}"
+        response = self.request(method, path, action, body=patch, headers=headers, timeout=timeout)
+        found = _json(response, action)
+        meta = found.get("metadata") if isinstance(found, dict) else None
+        if not isinstance(meta, dict):
+            raise UnreadableAnswer(
+                f"the answer to {method.lower()} {action.what} has no object metadata "
+                f"({_glimpse(json.dumps(found)[:200])})"
+            )
+        return meta, response
 
     def create_event(self, event: Mapping[str, Any], *, timeout: float | None = None) -> None:
         """Create a core/v1 Event in its metadata.namespace (see `node_event`)."""
@@ -149,7 +148,7 @@ class Client(Transport):
         """A whole object (the hand-over reads specs, status and owners), or a merge patch."""
         headers = {"Content-Type": MERGE_PATCH} if patch is not None else {}
         response = self.request(method, path, action, body=patch, headers=headers, timeout=timeout)
-        found = _json(response, f"{action.verb} {action.what}")
+        found = _json(response, action)
         if not isinstance(found, dict):
             raise UnreadableAnswer(f"the answer to {action.verb} {action.what} is not an object")
         return found
@@ -188,12 +187,12 @@ def node_event(
 # --- reading answers -------------------------------------------------------------
 
 
-def _json(response: Response, doing: str) -> Any:
+def _json(response: Response, action: Action) -> Any:
     try:
         return json.loads(response.body)
     except ValueError:
         raise UnreadableAnswer(
-            f"the answer to {doing} is not JSON ({_glimpse(response.body)})"
+            f"the answer to {action.verb} {action.what} is not JSON ({_glimpse(response.body)})"
         ) from None
 
 
@@ -220,16 +219,6 @@ def _list_page(page: Any, *, first: bool) -> tuple[list[dict[str, Any]], str | N
             f"the answer to list nodes is not a list page ({_glimpse(json.dumps(page)[:200])})"
         )
     return [i["metadata"] for i in items], token or None
-
-
-def _metadata(obj: Any, action: Action) -> dict[str, Any]:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    if not isinstance(meta, dict):
-        raise UnreadableAnswer(
-            f"the answer to {action.verb} {action.what} has no object metadata "
-            f"({_glimpse(json.dumps(obj)[:200])})"
-        )
-    return meta
 
 
 def _glimpse(body: bytes | str, size: int = 60) -> str:

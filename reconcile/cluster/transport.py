@@ -233,16 +233,14 @@ class Transport:
 # --- the watchdog ------------------------------------------------------------------
 
 
+@dataclass(slots=True, eq=False)  # in a set by identity
 class _Call:
     """One request in flight: when its time is up, and its connection once it has one."""
 
-    __slots__ = ("conn", "cut", "end", "seconds")
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.end = time.monotonic() + seconds
-        self.conn: Any = None
-        self.cut = ""  # why the watchdog shut its socket, if it did
+    seconds: float
+    end: float  # time.monotonic()
+    conn: Any = None
+    cut: str = ""  # why the watchdog shut its socket, if it did
 
 
 class _Watchdog:
@@ -265,7 +263,7 @@ class _Watchdog:
 
     @contextmanager
     def bound(self, seconds: float) -> Iterator[_Call]:
-        call = _Call(seconds)
+        call = _Call(seconds, time.monotonic() + seconds)
         self._local.call = call
         with self._lock:
             self._calls.add(call)
