@@ -9,7 +9,7 @@ PYTEST_WORKERS ?= 2
 TOOLS := $(VENV)/tools
 HELM_STAMP := $(TOOLS)/.helm-stamp
 
-.PHONY: test demo lint bench clean lock tools chart-docs image image-tools image-bases \
+.PHONY: test demo lint bench clean lock tools docs chart-docs image image-tools image-bases \
 	image-test image-test-arm64
 
 # Everything from the locks, every file checked against its sha256: pip, setuptools and wheel
@@ -44,9 +44,11 @@ test: $(STAMP) $(HELM_STAMP)
 	$(VENV)/bin/deptry reconcile
 	NODE_HOLDER_REQUIRE_TOOLS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
-## chart-docs: regenerate the chart's values.schema.json, its grammar template
-## (templates/_grammar.tpl, from the CLI's settings) and the values tables; a test checks them
-chart-docs: $(STAMP)
+## docs (or chart-docs): regenerate what is generated from the CLI's settings table and the
+## chart's values.yaml: the chart's values.schema.json and grammar template
+## (templates/_grammar.tpl), and docs/reference.md's tables (commands, every flag and variable,
+## the chart values); a test checks they are current
+docs chart-docs: $(STAMP)
 	$(PY) scripts/chart_schema.py
 
 ## lock: refresh the three locks (needs PyPI): runtime.lock from pyproject.toml's dependencies
