@@ -9,7 +9,7 @@ memory (the child's maximum resident set size) and, from the report's last line,
 the replay decided and the runs it skipped because nothing could change. With `--baseline`,
 the same commands also run once from another checkout (e.g. `git archive` of main), each
 row right under this checkout's. Two kinds of day:
-- batch days: `reconcile/examples/generate_day.py` at a scale (the bundled day's pools,
+- batch days: `scripts/generate_day.py` at a scale (the bundled day's pools,
   bursts and jobs, N times the nodes), written as JSON;
 - kubectl days: `kubectl get nodes -o json` of a busy EKS cluster (EKS-shaped nodes from
   tests/kubeapi/nodegen.py): three quarters days to weeks old, a quarter that came up
@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reconcile.examples import generate_day  # noqa: E402
+from scripts import generate_day  # noqa: E402
 from tests.kubeapi.nodegen import ip_name, make_eks_node  # noqa: E402
 
 KUBECTL_AT = datetime(2024, 5, 15, tzinfo=UTC)  # when `kubectl get nodes -o json` ran

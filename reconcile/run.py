@@ -13,13 +13,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reconcile.apply import ApplyResult, NodeResult, Pool, apply_plan, record_events
-from reconcile.client import Client, gc_paused
-from reconcile.decide import Mode, Plan, Transition, decide
-from reconcile.nodes import NodeView
-from reconcile.read import Keys, ListFailed, Listing, read_node, read_nodes
-from reconcile.retry import Backoff, Deadline, RateLimiter
-from reconcile.settings import HoldSettings, RunSettings
+from reconcile.cluster.apply import ApplyResult, NodeResult, Pool, apply_plan, record_events
+from reconcile.cluster.client import Client, gc_paused
+from reconcile.cluster.read import Keys, ListFailed, Listing, read_node, read_nodes
+from reconcile.cluster.retry import Backoff, Deadline, RateLimiter
+from reconcile.rule.decide import Mode, Plan, Transition, decide
+from reconcile.rule.nodes import NodeView
+from reconcile.rule.settings import HoldSettings, RunSettings
 
 __all__ = ["ListFailed", "Listing", "RunResult", "make_pool", "run_once"]
 

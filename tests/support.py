@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from reconcile.decide import NodePatch
-from reconcile.nodes import NodeView
+from reconcile.rule.decide import NodePatch
+from reconcile.rule.nodes import NodeView
 
 T0 = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconcile.settings import ConfigError, format_duration
+from reconcile.rule.settings import ConfigError, format_duration
 from reconcile.simulate.replay import Simulation
 
 INSTALL_HINT = "pip install matplotlib"

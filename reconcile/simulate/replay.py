@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 
-from reconcile.decide import (
+from reconcile.rule.decide import (
     HoldWindow,
     NodePatch,
     NodeView,
@@ -31,7 +31,7 @@ from reconcile.decide import (
     recorded_events,
     window_name,
 )
-from reconcile.settings import (
+from reconcile.rule.settings import (
     ConfigError,
     HoldSettings,
     RunSettings,

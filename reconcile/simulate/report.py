@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-from reconcile.settings import format_duration
+from reconcile.rule.settings import format_duration
 from reconcile.simulate import sparkline
 from reconcile.simulate.replay import Result, Simulation
 from reconcile.simulate.timeline import iso

@@ -32,8 +32,8 @@ from typing import Any
 
 import yaml
 
-from reconcile.names import label_value_problem, qualified_name_problem
-from reconcile.settings import ConfigError
+from reconcile.rule.names import label_value_problem, qualified_name_problem
+from reconcile.rule.settings import ConfigError
 
 CSV_COLUMNS = ("name", "created", "deleted", "labels")
 ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconcile import access
+from reconcile.cluster import access
 from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer, Fault
 from tests.reliability.helpers import OURS, REPO, assert_one_clear_line, old, young

@@ -1,7 +1,7 @@
 """The kubeconfig is read as the official client reads it, without importing that client.
 
-`reconcile.access` reads kubeconfigs itself (importing `kubernetes` costs a third of a steady
-run). Each kubeconfig below is resolved both ways, ours and the official loader's
+`reconcile.cluster.access` reads kubeconfigs itself (importing `kubernetes` costs a third of
+a steady run). Each kubeconfig below is resolved both ways, ours and the official loader's
 (`kubernetes.config.load_kube_config`), and must give the same server, credentials, TLS
 files, verification and proxy. Then the paths only ours takes end to end against the API
 test server: relative CA files, the environment's proxy and NO_PROXY, and a legacy OIDC
@@ -24,9 +24,9 @@ import yaml
 from kubernetes import client as official_client
 from kubernetes import config as official_config
 
-from reconcile.access import connection_for
-from reconcile.client import Connection
-from reconcile.settings import ClusterAccess
+from reconcile.cluster.access import connection_for
+from reconcile.cluster.client import Connection
+from reconcile.rule.settings import ClusterAccess
 from tests.clusters import run_cli
 from tests.kubeapi.apiserver import ApiServer
 from tests.reliability.helpers import OURS, assert_one_clear_line, old, young

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconcile.access import connection_for
-from reconcile.client import (
+from reconcile.cluster.access import connection_for
+from reconcile.cluster.client import (
     AUTH_REFRESH_SECONDS,
     Client,
     Conflict,
@@ -27,7 +27,7 @@ from reconcile.client import (
     TooManyRequests,
     Unauthorized,
 )
-from reconcile.settings import ClusterAccess
+from reconcile.rule.settings import ClusterAccess
 from tests.kubeapi.apiserver import ApiServer, Fault
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from reconcile.access import connection_for
-from reconcile.client import Client
-from reconcile.handover import CronJobRef, HandoverFailed, suspend_and_wait
-from reconcile.settings import ClusterAccess
+from reconcile.cluster.access import connection_for
+from reconcile.cluster.client import Client
+from reconcile.cluster.handover import CronJobRef, HandoverFailed, suspend_and_wait
+from reconcile.rule.settings import ClusterAccess
 from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer, Fault
 
@@ -194,7 +194,7 @@ def test_a_run_that_outlives_its_deadline_fails_and_releases_nothing(
 def test_cli_exits_1_and_keeps_holds_when_the_wait_fails(
     api: ApiServer, kubeconfig: str, monkeypatch
 ):
-    monkeypatch.setattr("reconcile.handover.DEADLINE_SLACK_SECONDS", 0.0)
+    monkeypatch.setattr("reconcile.cluster.handover.DEADLINE_SLACK_SECONDS", 0.0)
     cronjob = add_cronjob(api, deadline=1)
     cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 0
     api.add_batch("cronjobs", cronjob)

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from reconcile.decide import NodeView
-from reconcile.examples import generate_day
-from reconcile.settings import HoldSettings
+from reconcile.rule.decide import NodeView
+from reconcile.rule.settings import HoldSettings
 from reconcile.simulate.replay import ReplayOptions, Simulation, replay, replay_window, simulate
 from reconcile.simulate.report import ProgressLine
 from reconcile.simulate.timeline import load_timeline
+from scripts import generate_day
 from tests.clusters import CliResult, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -329,7 +329,7 @@ def test_simulate_imports_no_http_client_and_no_test_server(tmp_path: Path) -> N
         "    assert not exc.code, exc.code\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in\n"
         "          ('kubernetes', 'urllib3', 'tests', 'socketserver')\n"
-        "          or m in ('http.server', 'reconcile.kube', 'reconcile.run', 'reconcile.apply')]\n"
+        "          or m in ('http.server', 'reconcile.cluster', 'reconcile.run')]\n"
         "assert not loaded, loaded\n"
     )
     done = subprocess.run(

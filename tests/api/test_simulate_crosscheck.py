@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from reconcile.decide import NodeView
+from reconcile.rule.decide import NodeView
+from reconcile.rule.settings import HoldSettings, RunSettings, Scope
 from reconcile.run import run_once
-from reconcile.settings import HoldSettings, RunSettings, Scope
 from reconcile.simulate.replay import ANCIENT, ReplayOptions, replay, replay_window, schedule
 from reconcile.simulate.timeline import load_timeline
 from tests.kubeapi.apiserver import ApiServer

@@ -12,11 +12,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconcile.examples import generate_day
-from reconcile.selectors import parse_selector
-from reconcile.settings import HoldSettings, Scope
+from reconcile.rule.selectors import parse_selector
+from reconcile.rule.settings import HoldSettings, Scope
 from reconcile.simulate.replay import ReplayOptions, Result, Simulation, replay_window, simulate
 from reconcile.simulate.timeline import Timeline, TimelineNode, load_timeline
+from scripts import generate_day
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2024, 5, 14, tzinfo=UTC)

@@ -48,7 +48,7 @@ from typing import Any
 import yaml
 
 import reconcile
-from reconcile.settings import DEFAULT_ANNOTATION, OWN_ANNOTATIONS, OWNERSHIP_MARKER
+from reconcile.rule.settings import DEFAULT_ANNOTATION, OWN_ANNOTATIONS, OWNERSHIP_MARKER
 from tests.kubeapi.apiserver import ApiServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,9 +26,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconcile import options
-from reconcile.cli import cli
-from reconcile.settings import ConfigError
+from reconcile.cli import cli, options
+from reconcile.rule.settings import ConfigError
 from tests.clusters import run_cli
 from tests.packaging.test_chart import CHART, helm_path, run_helm
 

@@ -357,7 +357,7 @@ def test_dockerignore_lets_in_everything_the_dockerfile_copies():
     for source in sources:
         assert (ROOT / source).exists(), f"COPY {source}: missing from the repository"
         assert in_build_context(source.rstrip("/")), source
-    assert in_build_context("reconcile/cli.py")
+    assert in_build_context("reconcile/cli/main.py")
     assert not in_build_context("tests/kubeapi/__init__.py")  # test support never ships
 
 
@@ -415,7 +415,11 @@ def test_wheel_installs_and_runs_like_the_image(tmp_path):
         zf_text = {n: zf.read(n).decode() for n in names if n.endswith(".py")}
     top_level = {n.split("/")[0] for n in names}
     assert {t for t in top_level if not t.endswith(".dist-info")} == {"reconcile"}
-    assert "reconcile/cli.py" in names
+    # Every module of every subpackage ships (one the package rule missed would not), and
+    # the bundled day with them.
+    sources = {p.relative_to(context).as_posix() for p in (context / "reconcile").rglob("*.py")}
+    assert "reconcile/cli/main.py" in sources and not sources - set(names), sources - set(names)
+    assert "reconcile/examples/batch-day.yaml" in names
     # Test support never ships: no HTTP server, no test identities, no kubeconfig writer.
     assert not [n for n in names if "kubeapi" in n or "/testing/" in n], names
     for name in (n for n in names if n.endswith(".py")):
@@ -449,4 +453,4 @@ def test_wheel_installs_and_runs_like_the_image(tmp_path):
     assert reconcile.__version__ in _run([bindir / "python", "-m", "reconcile", "--version"]).stdout
 
     # --compile wrote bytecode at install time: the pod's root filesystem is read-only.
-    assert list((site / "reconcile" / "__pycache__").glob("cli.*.pyc"))
+    assert list((site / "reconcile" / "cli" / "__pycache__").glob("main.*.pyc"))

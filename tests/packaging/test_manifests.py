@@ -26,7 +26,7 @@ import yaml
 from packaging.version import Version
 
 import reconcile
-from reconcile.cli import cli, hold_settings, run_settings
+from reconcile.cli.main import cli, hold_settings, run_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CRONJOB_DIR = ROOT / "cronjob"
@@ -539,8 +539,8 @@ def test_base_settings():
 def test_base_defaults_are_the_safe_choice_for_a_karpenter_cluster():
     """Issue 20 §1: only nodes Karpenter launched start a hold, and holding is capped (the
     figures behind 2h: README, "Why these defaults"); the CLI's own defaults stay generic."""
-    from reconcile.selectors import parse_selector  # noqa: PLC0415
-    from reconcile.settings import HoldSettings  # noqa: PLC0415
+    from reconcile.rule.selectors import parse_selector  # noqa: PLC0415
+    from reconcile.rule.settings import HoldSettings  # noqa: PLC0415
 
     env = env_of(render("base"))
     trigger = parse_selector(env["HOLD_TRIGGER_SELECTOR"])

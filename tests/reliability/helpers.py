@@ -14,9 +14,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from reconcile.access import connection_for
-from reconcile.client import Client
-from reconcile.settings import ClusterAccess
+from reconcile.cluster.access import connection_for
+from reconcile.cluster.client import Client
+from reconcile.rule.settings import ClusterAccess
 from tests.kubeapi.apiserver import ApiServer, RequestInfo
 
 KEY = "karpenter.sh/do-not-disrupt"

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from reconcile.apply import NodeResult, Outcome
-from reconcile.read import FIRST_PAGE, PAGE_BYTES
+from reconcile.cluster.apply import NodeResult, Outcome
+from reconcile.cluster.read import FIRST_PAGE, PAGE_BYTES
+from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import run_once
-from reconcile.settings import HoldSettings, RunSettings
 from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 from tests.reliability.helpers import (

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from reconcile.decide import claimed_keys
-from reconcile.retry import Backoff
+from reconcile.cluster.retry import Backoff
+from reconcile.rule.decide import claimed_keys
+from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import ListFailed, run_once
-from reconcile.settings import HoldSettings, RunSettings
 from tests.kubeapi.apiserver import ApiServer, Fault
 from tests.reliability.helpers import KEY, kube_for
 

@@ -42,13 +42,13 @@ from hypothesis.stateful import (
     rule,
 )
 
-from reconcile.client import Client
-from reconcile.decide import Mode
-from reconcile.nodes import claimed_keys
-from reconcile.read import ListFailed
-from reconcile.retry import Backoff
+from reconcile.cluster.client import Client
+from reconcile.cluster.read import ListFailed
+from reconcile.cluster.retry import Backoff
+from reconcile.rule.decide import Mode
+from reconcile.rule.nodes import claimed_keys
+from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import RunResult, run_once
-from reconcile.settings import HoldSettings, RunSettings
 from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 from tests.reliability.helpers import KEY, MARKER, NODES, Arrivals, kube_for
 

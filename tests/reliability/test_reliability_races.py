@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from reconcile.apply import Outcome
-from reconcile.decide import Mode
+from reconcile.cluster.apply import Outcome
+from reconcile.rule.decide import Mode
+from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import RunResult, run_once
-from reconcile.settings import HoldSettings, RunSettings
 from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer, RequestInfo
 from tests.reliability.helpers import KEY, MARKER, NODES, OURS, kube_for, old, young

@@ -14,8 +14,8 @@ import click
 import pytest
 
 from reconcile.cli import cli
-from reconcile.options import BY_NAME, COMMANDS, SETTINGS
-from reconcile.settings import ConfigError
+from reconcile.cli.options import BY_NAME, COMMANDS, SETTINGS
+from reconcile.rule.settings import ConfigError
 from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer
 from tests.reliability.helpers import KEY, NODES, OURS, assert_one_clear_line, old, young

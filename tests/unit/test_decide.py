@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from reconcile.decide import KeyState, Mode, decide
-from reconcile.nodes import NodeView
-from reconcile.selectors import parse_selector
-from reconcile.settings import FREE_UNTIL, OWNERSHIP_MARKER, HoldSettings, Scope
+from reconcile.rule.decide import KeyState, Mode, decide
+from reconcile.rule.nodes import NodeView
+from reconcile.rule.selectors import parse_selector
+from reconcile.rule.settings import FREE_UNTIL, OWNERSHIP_MARKER, HoldSettings, Scope
 from tests.support import T0, apply_plan, merge, minutes, node
 
 KEY = "karpenter.sh/do-not-disrupt"

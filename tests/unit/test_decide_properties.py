@@ -16,10 +16,10 @@ from datetime import timedelta
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from reconcile.decide import KeyState, Mode, decide, key_state
-from reconcile.nodes import NodeView, claimed_keys, pinned_keys
-from reconcile.selectors import parse_selector
-from reconcile.settings import (
+from reconcile.rule.decide import KeyState, Mode, decide, key_state
+from reconcile.rule.nodes import NodeView, claimed_keys, pinned_keys
+from reconcile.rule.selectors import parse_selector
+from reconcile.rule.settings import (
     FREE_UNTIL,
     HOLD_STARTED,
     HOLD_VALUE,

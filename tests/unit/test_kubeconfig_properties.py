@@ -21,10 +21,10 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from reconcile.access import connection_for
-from reconcile.client import Client
-from reconcile.logs import error_line
-from reconcile.settings import ClusterAccess, ConfigError
+from reconcile.cli.logs import error_line
+from reconcile.cluster.access import connection_for
+from reconcile.cluster.client import Client
+from reconcile.rule.settings import ClusterAccess, ConfigError
 
 SCALARS = st.one_of(
     st.none(),

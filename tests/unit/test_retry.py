@@ -7,8 +7,15 @@ import threading
 
 import pytest
 
-from reconcile.client import ApiError, TransportError, error_for_status
-from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
+from reconcile.cluster.client import ApiError, TransportError, error_for_status
+from reconcile.cluster.retry import (
+    Backoff,
+    Deadline,
+    DeadlineExceeded,
+    Interrupted,
+    RateLimiter,
+    retrying,
+)
 
 
 class FakeClock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconcile.selectors import SelectorError, parse_selector
+from reconcile.rule.selectors import SelectorError, parse_selector
 
 LABELS = {"karpenter.sh/nodepool": "batch", "zone": "a", "size": "10"}
 

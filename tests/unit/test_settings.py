@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconcile.options import BY_NAME
-from reconcile.settings import (
+from reconcile.cli.options import BY_NAME
+from reconcile.rule.settings import (
     HISTORY_RANGE,
     HOLD_RANGE,
     INTERVAL_RANGE,

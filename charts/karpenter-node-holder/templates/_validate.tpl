@@ -1,5 +1,5 @@
 {{- /*
-Every setting is checked at `helm install` time the way the CLI checks it (reconcile/settings.py),
+Every setting is checked at `helm install` time the way the CLI checks it (reconcile/rule/settings.py),
 and refused with the CLI's own one-line message: `holdDuration (HOLD_DURATION): '20 mins' is not
 a duration; use a duration from 1s to 7d, such as ...`. The grammar's data (kinds, bounds,
 choices, each setting's fix) is generated from the CLI into _grammar.tpl; the parsing is written

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from reconcile.settings import DEFAULT_GROUP_LABEL, OWN_ANNOTATIONS, OWNERSHIP_MARKER, PINNED
+from reconcile.rule.settings import DEFAULT_GROUP_LABEL, OWN_ANNOTATIONS, OWNERSHIP_MARKER, PINNED
 
 LAST_YEAR = 9999  # a timestamp in it leaves no room for a hold duration
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from reconcile.client import ServerError, TooManyRequests, TransportError
+from reconcile.cluster.client import ServerError, TooManyRequests, TransportError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from reconcile.names import label_value_problem, qualified_name_problem
+from reconcile.rule.names import label_value_problem, qualified_name_problem
 
 
 class SelectorError(ValueError):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from reconcile.settings import CronJobRef
+from reconcile.rule.settings import CronJobRef
 
 log = logging.getLogger("reconcile")
 
@@ -100,8 +100,8 @@ def _caller(kube: Any) -> Callable[..., Any]:
     """One request as JSON, retried by the runs' own policy (`retry.retrying`: 429 after
     its Retry-After, 5xx and lost connections, with capped jittered backoff)."""
     # The client is slow to import: only here, not for --help.
-    from reconcile.client import Action  # noqa: PLC0415
-    from reconcile.retry import Backoff, Deadline, retrying  # noqa: PLC0415
+    from reconcile.cluster.client import Action  # noqa: PLC0415
+    from reconcile.cluster.retry import Backoff, Deadline, retrying  # noqa: PLC0415
 
     def call(method: str, path: str, *, verb: str, what: str, **kwargs: Any) -> Any:
         action = Action(verb, what, GRANT)
@@ -120,8 +120,8 @@ def _caller(kube: Any) -> Callable[..., Any]:
 
 def _suspend(call: Callable[..., Any], ref: CronJobRef, dry_run: bool) -> dict[str, Any] | None:
     """The CronJob after `suspend: true` (as it is, for a dry run); None if there is none."""
-    from reconcile.client import ApiError, NotFound, TransportError  # noqa: PLC0415
-    from reconcile.retry import DeadlineExceeded  # noqa: PLC0415
+    from reconcile.cluster.client import ApiError, NotFound, TransportError  # noqa: PLC0415
+    from reconcile.cluster.retry import DeadlineExceeded  # noqa: PLC0415
 
     try:
         if dry_run:
@@ -144,8 +144,8 @@ def _suspend(call: Callable[..., Any], ref: CronJobRef, dry_run: bool) -> dict[s
 
 
 def _look(call: Callable[..., Any], ref: CronJobRef, cronjob: dict[str, Any]) -> tuple[str, ...]:
-    from reconcile.client import ApiError, TransportError  # noqa: PLC0415
-    from reconcile.retry import DeadlineExceeded  # noqa: PLC0415
+    from reconcile.cluster.client import ApiError, TransportError  # noqa: PLC0415
+    from reconcile.cluster.retry import DeadlineExceeded  # noqa: PLC0415
 
     uid = (cronjob.get("metadata") or {}).get("uid")
     try:

@@ -1,6 +1,6 @@
 """Logging on stderr: text or JSON lines, set up before any other option is parsed.
 
-The `--log-format` and `-v` options are eager (`reconcile.options`), so even the error
+The `--log-format` and `-v` options are eager (`reconcile.cli.options`), so even the error
 line about another option's bad value comes out in the format that was asked for.
 """
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconcile.apply import NodeResult, Outcome
-from reconcile.decide import HoldWindow, KeyState, Mode, NodeDecision, NodePatch, Plan
+from reconcile.cluster.apply import NodeResult, Outcome
+from reconcile.rule.decide import HoldWindow, KeyState, Mode, NodeDecision, NodePatch, Plan
+from reconcile.rule.settings import Scope, format_duration
 from reconcile.run import RunResult
-from reconcile.settings import Scope, format_duration
 
 
 def iso(moment: datetime | None) -> str | None:

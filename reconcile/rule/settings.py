@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import StrEnum
 
-from reconcile.names import qualified_name_problem
-from reconcile.selectors import EVERYTHING, Selector, SelectorError, parse_selector
+from reconcile.rule.names import qualified_name_problem
+from reconcile.rule.selectors import EVERYTHING, Selector, SelectorError, parse_selector
 
 DEFAULT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 DEFAULT_GROUP_LABEL = "karpenter.sh/nodepool"
@@ -107,7 +107,7 @@ class ClusterAccess:
 #
 # One parser per kind of setting. Each takes the text exactly as it arrived (flag or
 # environment variable: the same text gives the same verdict) and returns the value, or
-# raises `Invalid(problem, fix)`; `reconcile.options` turns that into one ConfigError line
+# raises `Invalid(problem, fix)`; `reconcile.cli.options` turns that into one ConfigError line
 # naming the flag and its environment variable. Digits are ASCII only: int() and float()
 # also accept Arabic-Indic or full-width digits, which nobody means in a setting.
 

@@ -20,10 +20,11 @@ from typing import Any, NoReturn
 
 import click
 
-from reconcile import __version__, logs
-from reconcile.logs import error_line, log, verbosity
-from reconcile.options import settings_for
-from reconcile.settings import (
+from reconcile import __version__
+from reconcile.cli import logs
+from reconcile.cli.logs import error_line, log, verbosity
+from reconcile.cli.options import settings_for
+from reconcile.rule.settings import (
     HISTORY_RANGE,
     INTERVAL_RANGE,
     KNOWN_HOLD_KEYS,
@@ -53,7 +54,7 @@ class RuntimeFailure(Exception):
 
 
 def hold_settings(params: dict[str, Any]) -> HoldSettings:
-    """The decision's settings from already-parsed option values (`reconcile.options`)."""
+    """The decision's settings from already-parsed option values (`reconcile.cli.options`)."""
     hold = HoldSettings(
         hold_duration=params["hold_duration"],
         annotations=_flat(params["annotations"]),
@@ -366,12 +367,12 @@ def _simulate_duration(text: str, flag: str, bounds: DurationRange) -> Any:
 def _execute(inv: Invocation, suspend: Any = None) -> None:
     mode = inv.command
     # Imported here: --help, settings errors and simulate need none of it.
-    from reconcile import report  # noqa: PLC0415
-    from reconcile.access import connection_for  # noqa: PLC0415
-    from reconcile.client import Client  # noqa: PLC0415
-    from reconcile.decide import Mode  # noqa: PLC0415
-    from reconcile.read import ListFailed  # noqa: PLC0415
-    from reconcile.retry import Interrupted  # noqa: PLC0415
+    from reconcile.cli import report  # noqa: PLC0415
+    from reconcile.cluster.access import connection_for  # noqa: PLC0415
+    from reconcile.cluster.client import Client  # noqa: PLC0415
+    from reconcile.cluster.read import ListFailed  # noqa: PLC0415
+    from reconcile.cluster.retry import Interrupted  # noqa: PLC0415
+    from reconcile.rule.decide import Mode  # noqa: PLC0415
     from reconcile.run import run_once  # noqa: PLC0415
 
     started = time.monotonic()
@@ -385,7 +386,7 @@ def _execute(inv: Invocation, suspend: Any = None) -> None:
     stop = threading.Event()
     _on_signals(stop)
     if suspend is not None:
-        from reconcile.handover import HandoverFailed, suspend_and_wait  # noqa: PLC0415
+        from reconcile.cluster.handover import HandoverFailed, suspend_and_wait  # noqa: PLC0415
 
         try:
             suspend_and_wait(kube, suspend, dry_run=inv.run.dry_run)

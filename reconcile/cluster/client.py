@@ -1,9 +1,9 @@
 """The HTTP client: a few Node and Event calls, which knows HTTP and Kubernetes, not holds.
 
-Where and as whom comes from `reconcile.access` as a `Connection`; requests go through a
+Where and as whom comes from `reconcile.cluster.access` as a `Connection`; requests go through a
 urllib3 pool built here and stay small and cheap: metadata-only Accept headers, gzip,
 responses always drained (keep-alive survives), no typed models, and no retries hidden below
-our own policy (reconcile.retry). Credentials are asked for once a second, not per request;
+our own policy (reconcile.cluster.retry). Credentials are asked for once a second, not per request;
 a 401 asks for renewed ones once and, if they differ, sends the request again once.
 
 Signatures take and give plain values (a node name, a patch body, metadata dicts), and
@@ -217,7 +217,7 @@ def anonymous(renew: bool = False) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Connection:
-    """Where the API server is and how to reach it: all the client needs (reconcile.access)."""
+    """Where the API server is and how to reach it: all the client needs (built by access.py)."""
 
     server: str  # http(s)://host[:port][/base-path], no trailing slash
     #: The auth headers; asked for at most once per AUTH_REFRESH_SECONDS (tokens rotate).
@@ -228,7 +228,7 @@ class Connection:
     key_file: str | None = None
     verify: bool = True
     tls_server_name: str | None = None
-    proxy: str | None = None  # resolved by reconcile.access: None when NO_PROXY names the server
+    proxy: str | None = None  # resolved by access.py: None when NO_PROXY names the server
 
 
 def connection_pool(connection: Connection, size: int) -> urllib3.PoolManager:

@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from reconcile.nodes import NodeView, claimed_keys, pinned_keys
-from reconcile.settings import (
+from reconcile.rule.nodes import NodeView, claimed_keys, pinned_keys
+from reconcile.rule.settings import (
     FREE_UNTIL,
     HOLD_STARTED,
     HOLD_VALUE,

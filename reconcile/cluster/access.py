@@ -29,7 +29,7 @@ The kubeconfig is read here rather than by the official client's loader because 
 `kubernetes` costs about 0.3 s, a third of a steady run at 5,000 nodes (docs/performance.md);
 only the legacy `auth-provider` users (gcp, oidc) are handed to that loader, imported then.
 tests/api/test_client_kubeconfig.py resolves kubeconfigs both ways and compares. The result
-is a `Connection`; `reconcile.client` builds its connection pool from it.
+is a `Connection`; `reconcile.cluster.client` builds its connection pool from it.
 """
 
 from __future__ import annotations
@@ -60,8 +60,14 @@ from urllib.request import getproxies
 import urllib3
 import yaml
 
-from reconcile.client import AUTH_REFRESH_SECONDS, Connection, Credentials, anonymous, redact
-from reconcile.settings import ClusterAccess, ConfigError
+from reconcile.cluster.client import (
+    AUTH_REFRESH_SECONDS,
+    Connection,
+    Credentials,
+    anonymous,
+    redact,
+)
+from reconcile.rule.settings import ClusterAccess, ConfigError
 
 log = logging.getLogger(__name__)
 

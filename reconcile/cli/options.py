@@ -25,8 +25,8 @@ from typing import Any
 
 import click
 
-from reconcile import settings as s
-from reconcile.logs import log, logging_option
+from reconcile.cli.logs import log, logging_option
+from reconcile.rule import settings as s
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from reconcile.client import (
+from reconcile.cluster.client import (
     ApiError,
     Client,
     Gone,
@@ -19,12 +19,12 @@ from reconcile.client import (
     NotFound,
     TransportError,
 )
-from reconcile.nodes import MalformedNode, NodeView, node_view
-from reconcile.retry import DeadlineExceeded, Interrupted
-from reconcile.settings import Clock, HoldSettings, RunSettings
+from reconcile.cluster.retry import DeadlineExceeded, Interrupted
+from reconcile.rule.nodes import MalformedNode, NodeView, node_view
+from reconcile.rule.settings import Clock, HoldSettings, RunSettings
 
 if TYPE_CHECKING:
-    from reconcile.apply import Pool
+    from reconcile.cluster.apply import Pool
 
 log = logging.getLogger(__name__)
 

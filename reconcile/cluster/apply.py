@@ -19,7 +19,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import TypeVar
 
-from reconcile.client import (
+from reconcile.cluster.client import (
     ApiError,
     Client,
     Conflict,
@@ -30,10 +30,17 @@ from reconcile.client import (
     Unconfirmed,
     node_event,
 )
-from reconcile.decide import NodePatch, Plan, Transition, recorded_events
-from reconcile.nodes import MalformedNode, NodeView
-from reconcile.retry import Backoff, Deadline, DeadlineExceeded, Interrupted, RateLimiter, retrying
-from reconcile.settings import RunSettings
+from reconcile.cluster.retry import (
+    Backoff,
+    Deadline,
+    DeadlineExceeded,
+    Interrupted,
+    RateLimiter,
+    retrying,
+)
+from reconcile.rule.decide import NodePatch, Plan, Transition, recorded_events
+from reconcile.rule.nodes import MalformedNode, NodeView
+from reconcile.rule.settings import RunSettings
 
 log = logging.getLogger(__name__)
 

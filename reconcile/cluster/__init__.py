@@ -1,0 +1,1 @@
+"""The API boundary: access, the HTTP client and its retries, read, apply, handover."""

@@ -1,0 +1,1 @@
+"""The hold rule, pure (no I/O): settings, node views, selectors, names, decide."""
