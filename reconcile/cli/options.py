@@ -328,7 +328,7 @@ SETTINGS: tuple[Setting, ...] = (
         Duration(s.REQUEST_TIMEOUT_RANGE),
         "10s",
         "Give up on one request after this long (it is then retried within --timeout); "
-        "from 1s to 10m.",
+        "from 100ms to 10m.",
         "DURATION",
     ),
     Setting(
@@ -337,7 +337,8 @@ SETTINGS: tuple[Setting, ...] = (
         "NODE_HOLDER_PAGE_SIZE",
         Integer(1, 10_000),
         "500",
-        "Nodes per list page (metadata only).",
+        "At most this many nodes per list page (metadata only; pages are also sized to "
+        "about 4 MB).",
         "N",
     ),
     Setting(
