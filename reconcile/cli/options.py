@@ -80,7 +80,7 @@ def label(param: click.Parameter | None) -> str:
 def duration(bounds: s.DurationRange, bare_minutes: bool = False) -> Kind[timedelta]:
     """`bare_minutes`: the hold duration only (the original chart's `HOLD_DURATION=20`)."""
     parse = functools.partial(s.parse_duration, bounds=bounds, bare_minutes=bare_minutes)
-    return Kind("duration", parse, bounds=bounds, optional=False)
+    return Kind("duration", parse, bounds=bounds, optional=False, bare_minutes=bare_minutes)
 
 
 def optional_duration(bounds: s.DurationRange) -> Kind[timedelta | None]:
@@ -90,6 +90,7 @@ def optional_duration(bounds: s.DurationRange) -> Kind[timedelta | None]:
         lambda text: s.parse_duration(text, bounds) if text.strip() else None,
         bounds=bounds,
         optional=True,
+        bare_minutes=False,
     )
 
 
@@ -128,7 +129,7 @@ CRONJOB = Kind("cronjob", s.parse_cronjob_ref)  # `NAMESPACE/NAME`; empty: none
 #: A path, a context name, a time: as given, not empty; absent: None.
 TEXT: Kind[str | None] = Kind("text", _given)
 #: simulate's --compare and --sweep: parsed by simulate, against the hold settings.
-COLUMNS: Kind[str | None] = Kind("text", str)
+COLUMNS: Kind[str | None] = Kind("columns", str)
 
 
 class _SettingOption(click.Option):
@@ -275,14 +276,15 @@ REQUEST_TIMEOUT = Setting(
     "--request-timeout",
     "NODE_HOLDER_REQUEST_TIMEOUT",
     duration(s.REQUEST_TIMEOUT_RANGE),
-    "Give up on one request after this long (it is then retried within --timeout); from 1s to 10m.",
+    "Give up on one request after this long (it is then retried within --timeout); "
+    "from 100ms to 10m.",
     "10s",
 )
 PAGE_SIZE = Setting(
     "--page-size",
     "NODE_HOLDER_PAGE_SIZE",
     integer(1, 10_000),
-    "Nodes per list page (metadata only).",
+    "At most this many nodes per list page (metadata only; pages are also sized to about 4 MB).",
     "500",
 )
 DRY_RUN = Setting(
@@ -438,6 +440,7 @@ WRITE = (DRY_RUN, WORKERS, QPS, EVENTS)
 ACCESS = (KUBECONFIG, CONTEXT)
 OUTPUTS = (OUTPUT, LOG_FORMAT, VERBOSE)
 PIN = (ANNOTATION, DRY_RUN, TIMEOUT, REQUEST_TIMEOUT, PAGE_SIZE, *ACCESS, *OUTPUTS)
+REPLAY = (COMPARE, SWEEP, INTERVAL, START, END, LAST, PLOT)  # simulate's own
 
 #: Which settings each command uses; nothing else is read for it.
 COMMANDS: dict[str, tuple[Setting[Any], ...]] = {
@@ -449,9 +452,10 @@ COMMANDS: dict[str, tuple[Setting[Any], ...]] = {
     # A person's pin on the named nodes: no hold settings, no clock, no Events.
     "pin": PIN,
     "unpin": PIN,
-    "simulate": (*HOLD, *OUTPUTS, COMPARE, SWEEP, INTERVAL, START, END, LAST, PLOT, EVENTS),
+    "simulate": (*HOLD, *OUTPUTS, *REPLAY, EVENTS),
 }
-SETTINGS = tuple(dict.fromkeys(setting for used in COMMANDS.values() for setting in used))
+#: Every setting, in the order docs/reference.md lists them.
+SETTINGS = (*HOLD, *READ, *WRITE, *ACCESS, SUSPEND_CRONJOB, *OUTPUTS, *REPLAY)
 BY_NAME = {setting.name: setting for setting in SETTINGS}
 BY_ENV = {setting.env: setting for setting in SETTINGS if setting.env}
 

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import click
 import jsonschema
 import pytest
 import yaml
@@ -59,8 +61,35 @@ BARE_MINUTES_ONLY_FOR_THE_HOLD = pytest.mark.xfail(
 # --------------------------------------------------------------------------- generated files
 
 
-def test_schema_grammar_and_values_tables_are_current():
+def test_schema_grammar_and_reference_tables_are_current():
     assert GEN.main(["--check"]) == 0, "run: make chart-docs"
+
+
+def _named(word: str, text: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
+
+
+def test_the_reference_names_every_flag_variable_and_value_and_only_it_has_the_values():
+    """docs/reference.md has every visible flag of every command with its environment
+    variable, and every chart value: read from the click commands and values.yaml here, not
+    from the generator, so an option the generator misses fails. The other docs link to it."""
+    reference = (ROOT / "docs" / "reference.md").read_text()
+    for name, command in cli.commands.items():
+        assert f"`node-holder {name}`" in reference
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.hidden:
+                continue
+            for flag in [*param.opts, *param.secondary_opts]:
+                assert _named(flag, reference), f"{name} {flag} is not in docs/reference.md"
+            if isinstance(param.envvar, str):
+                assert f"`{param.envvar}`" in reference, f"{name}: {param.envvar}"
+    for key, _, _ in GEN.documented_values((CHART / "values.yaml").read_text()):
+        assert f"| `{key}` |" in reference, f"chart value {key} is not in docs/reference.md"
+    header = "| Key | Type | Default | Description |"
+    assert reference.count(header) == 1
+    for doc in (ROOT / "README.md", CHART / "README.md", ROOT / "docs" / "install.md"):
+        assert header not in doc.read_text(), f"{doc.name}: link to docs/reference.md instead"
+        assert "reference.md" in doc.read_text(), f"{doc.name} links to docs/reference.md"
 
 
 def test_the_schema_generator_lives_outside_the_runtime_package():

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from reconcile.cli.report import event_message
-from reconcile.cluster.retry import Backoff
+from reconcile.cluster.pool import Backoff
 from reconcile.rule.decide import claimed_keys
 from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import ListFailed, run_once

@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from reconcile.cluster.client import ApiError, TransportError, error_for_status
-from reconcile.cluster.retry import (
+from reconcile.cluster.errors import ApiError, TransportError, error_for_status
+from reconcile.cluster.pool import (
     Backoff,
     Deadline,
     DeadlineExceeded,
     Interrupted,
+    Pool,
     RateLimiter,
-    retrying,
 )
 
 
@@ -59,6 +59,12 @@ def make(clock: FakeClock, seconds: float = 45) -> tuple[Deadline, FakeStop]:
     return Deadline(seconds, clock=clock), FakeStop(clock)
 
 
+def pool(deadline: Deadline, stop: FakeStop, backoff: Backoff, request_timeout: float) -> Pool:
+    """A pool on the fake clock, no rate limit: its retries wait on `stop`, which advances
+    the clock."""
+    return Pool(1, RateLimiter(0, 1), backoff, deadline, stop, request_timeout)
+
+
 def test_transient_errors_are_retried_until_success() -> None:
     clock = FakeClock()
     deadline, stop = make(clock)
@@ -75,14 +81,7 @@ def test_transient_errors_are_retried_until_success() -> None:
             raise errors.pop(0)
         return "ok"
 
-    result = retrying(
-        call,
-        what="t",
-        backoff=Backoff(rng=random.Random(0)),
-        deadline=deadline,
-        stop=stop,
-        request_timeout=10,
-    )
+    result = pool(deadline, stop, Backoff(rng=random.Random(0)), 10).retry(call, "t")
     assert result == "ok"
     assert stop.waits[0] == 2  # Retry-After honoured exactly
     assert len(timeouts) == 4
@@ -99,9 +98,7 @@ def test_other_errors_are_raised_at_once(status: int) -> None:
         raise error_for_status(status, "X", "no")
 
     with pytest.raises(ApiError):
-        retrying(
-            call, what="t", backoff=Backoff(), deadline=deadline, stop=stop, request_timeout=10
-        )
+        pool(deadline, stop, Backoff(), 10).retry(call, "t")
     assert len(calls) == 1
 
 
@@ -115,14 +112,7 @@ def test_attempts_are_bounded() -> None:
         raise TransportError("refused")
 
     with pytest.raises(TransportError):
-        retrying(
-            call,
-            what="t",
-            backoff=Backoff(attempts=4),
-            deadline=deadline,
-            stop=stop,
-            request_timeout=1,
-        )
+        pool(deadline, stop, Backoff(attempts=4), 1).retry(call, "t")
     assert len(calls) == 4
 
 
@@ -137,14 +127,7 @@ def test_no_wait_outlives_the_deadline_and_timeouts_shrink_to_fit() -> None:
         raise TransportError("timed out")
 
     with pytest.raises((TransportError, DeadlineExceeded)):
-        retrying(
-            call,
-            what="t",
-            backoff=Backoff(rng=random.Random(3)),
-            deadline=deadline,
-            stop=stop,
-            request_timeout=2,
-        )
+        pool(deadline, stop, Backoff(rng=random.Random(3)), 2).retry(call, "t")
     assert clock.now <= 3 + 1e-9
     assert timeouts[0] == 2 and all(t <= 3 for t in timeouts)
 
@@ -154,14 +137,7 @@ def test_a_stop_request_ends_retrying() -> None:
     deadline, stop = make(clock)
     stop.set()
     with pytest.raises(Interrupted):
-        retrying(
-            lambda t: None,
-            what="t",
-            backoff=Backoff(),
-            deadline=deadline,
-            stop=stop,
-            request_timeout=1,
-        )
+        pool(deadline, stop, Backoff(), 1).retry(lambda t: None, "t")
 
 
 def test_rate_limiter_allows_a_burst_then_the_rate() -> None:
@@ -186,3 +162,15 @@ def test_rate_limiter_off_and_deadline() -> None:
     slow.acquire(deadline, stop)
     with pytest.raises(DeadlineExceeded):
         slow.acquire(deadline, stop)
+
+
+def test_writes_wait_for_the_rate_limit_and_reads_do_not() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock, 1000)
+    limited = Pool(1, RateLimiter(qps=10, burst=1, clock=clock), Backoff(), deadline, stop, 1)
+    for _ in range(5):
+        limited.retry(lambda t: None, "read")
+    assert clock.now == 0
+    for _ in range(5):
+        limited.retry(lambda t: None, "write", write=True)
+    assert clock.now == pytest.approx(0.4, rel=0.01)  # the first from the burst, 4 at 10/s
