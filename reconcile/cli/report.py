@@ -10,7 +10,7 @@ lines, and the final JSON line lists a few windows, errors and Events (LISTED) a
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -164,11 +164,16 @@ def event_message(transition: Transition, plan: Plan) -> str:
     elif window.capped:
         why = f"max-hold reached at {until}"
     elif window.youngest:
-        age = format_duration(plan.hold.hold_duration)
-        why = f"youngest node {window.youngest} is older than {age}"
+        why = f"the trigger nodes' holds ended at {until}"
     else:
         why = "no node triggers a hold any more"
     return f"Hold ended for {window.name}: {why}; hold annotation removed from {nodes} node(s)"
+
+
+def _source(node: str | None) -> str:
+    """Where a window's hold duration or cap comes from: `node/x` (the annotation of its
+    NodePool on node x) or `default` (the option)."""
+    return f"node/{node}" if node else "default"
 
 
 def _shown(plan: Plan) -> list[HoldWindow]:
@@ -364,11 +369,24 @@ def unheeded(plan: Plan) -> list[str]:
     return found
 
 
+def bad_values(plan: Plan) -> list[str]:
+    """NodePool settings on nodes that are not settings, once a run: a line per value (at
+    most LISTED), naming its nodes; they hold with the configured setting meanwhile."""
+    nodes: dict[str, list[str]] = defaultdict(list)
+    for node, why in plan.bad_values:
+        nodes[why].append(f"node/{node}")
+    return [
+        f"{_names(names)}: {why}; those nodes use the configured setting; fix the NodePool's "
+        'spec.template.metadata.annotations (a duration such as 45m, "0": never holds)'
+        for why, names in list(nodes.items())[:LISTED]
+    ]
+
+
 def warnings(result: RunResult, command: str) -> list[str]:
-    """What stderr says about this run besides errors: settings that select nothing, and a
-    dry run's holds left in place (a dry run removes nothing: they stay until a real run or
-    a release)."""
-    found = unheeded(result.plan)
+    """What stderr says about this run besides errors: settings that select nothing, bad
+    NodePool settings, and a dry run's holds left in place (a dry run removes nothing: they
+    stay until a real run or a release)."""
+    found = [*unheeded(result.plan), *bad_values(result.plan)]
     if command != "reconcile" or not result.dry_run:
         return found
     owned = sum(1 for d in result.plan.decisions if any(s is KeyState.OURS for _, s in d.keys))
@@ -443,6 +461,10 @@ def window_json(window: HoldWindow, now: datetime) -> dict[str, Any]:
         "stretchStart": _time(window.stretch_start),
         "capped": window.capped,
         "freeUntil": _time(window.free_until),  # after --max-hold ended a hold: none before this
+        "holdDuration": format_duration(window.duration),
+        "maxHold": format_duration(window.max_hold) if window.max_hold else None,
+        "holdDurationFrom": _source(window.sources[0]),
+        "maxHoldFrom": _source(window.sources[1]),
         "triggerNodes": window.triggers,
         "nodes": window.nodes,
     }
@@ -493,6 +515,7 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
         **_listed("windows", [window_json(w, plan.now) for w in windows], whole),
         **_listed("errors", [*result.errors, *result.event_errors], whole),
         **_listed("events", events, whole),
+        **_listed("badValues", [{"node": n, "value": why} for n, why in plan.bad_values], whole),
         "summary": {
             "nodes": counted.nodes,
             **{_camel(c): counted.categories.get(c, 0) for c in _ORDER},
@@ -561,6 +584,8 @@ def render_status_text(result: RunResult) -> list[str]:
             w.youngest or "-",
             format_duration(plan.now - w.youngest_created) if w.youngest_created else "-",
             _time(w.hold_until) or "-",
+            f"{format_duration(w.duration)} ({_source(w.sources[0])})",
+            f"{format_duration(w.max_hold) if w.max_hold else 'none'} ({_source(w.sources[1])})",
             str(w.nodes),
         )
         for w in _shown(plan)
@@ -570,7 +595,10 @@ def render_status_text(result: RunResult) -> list[str]:
     return [
         *decision_lines(result),
         "",
-        *_table(("WINDOW", "STATE", "YOUNGEST NODE", "AGE", "HOLD UNTIL", "NODES"), windows),
+        *_table(
+            ("WINDOW", "STATE", "YOUNGEST NODE", "AGE", "HOLD UNTIL", "HOLD", "MAX HOLD", "NODES"),
+            windows,
+        ),
         "",
         *_table(("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"), nodes),
         *ignored,

@@ -2,9 +2,11 @@
 
 Rules, all in this file:
 - A *hold window* is the cluster, a group of nodes (`--hold-scope group`) or one
-  node (`--hold-scope node`). It is held while now < its youngest trigger node's
-  creationTimestamp + hold duration (with `--max-hold`: see `_last_stretch`).
+  node (`--hold-scope node`). It is held while now < some trigger node's
+  creationTimestamp + its own hold duration (with a cap: see `_last_stretch`).
   Nodes being deleted never trigger a hold and are never patched.
+- A node's own hold duration and cap are its NodePool's (`NODE_HOLD`, `NODE_MAX_HOLD`),
+  else the configured ones; a window's cap is the smallest of its trigger nodes'.
 - A held window's selected nodes carry every hold annotation; a node that already
   has a hold annotation, whatever its value, is left alone for that key.
 - Claims: the tool lists the keys it set in its ownership marker, in the same
@@ -18,10 +20,11 @@ Rules, all in this file:
   as `node-holder.dev/hold-started` in the same patch as the hold annotation, so
   the bound holds when the stretch's first nodes go away. When the cap ends a
   stretch, the releasing patch writes `node-holder.dev/free-until` (the release
-  plus one hold duration): until then no new hold starts in that window. Both go away with
-  the hold, or once the free period is over. A stamp this tool could not have written
-  (unreadable, a start in the future, a free period longer than one hold duration) is
-  ignored and removed.
+  plus the longest own hold duration of the stretch's trigger nodes): until then no new
+  hold starts in that window. Both go away with the hold, or once the free period is
+  over. A stamp this tool could not have written (unreadable, a start in the future, a
+  free period longer than the longest hold duration of the window's nodes) is ignored
+  and removed.
 - A creationTimestamp ahead of now (a skewed API server) counts as now.
 - In group scope, a Karpenter node whose NodePool label has not arrived yet starts no
   hold of the unlabelled nodes' group.
@@ -38,6 +41,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
+from typing import NamedTuple
 
 from reconcile.rule.nodes import NodeView, claimed_keys, pinned_keys
 from reconcile.rule.settings import (
@@ -45,13 +50,18 @@ from reconcile.rule.settings import (
     HOLD_STARTED,
     HOLD_VALUE,
     KNOWN_HOLD_KEYS,
+    NODE_HOLD,
+    NODE_MAX_HOLD,
     OWNERSHIP_MARKER,
     PINNED,
     STAMP_FORMAT,
     HoldSettings,
+    Invalid,
     Mode,
     Scope,
+    format_duration,
     format_time,
+    parse_duration,
 )
 
 #: How far a stamp may lie beyond what this run's clock allows before it counts as not
@@ -81,6 +91,11 @@ class HoldWindow:
     triggers: int = 0
     nodes: int = 0
     free_until: datetime | None = None  # after a capped stretch: no hold before this
+    duration: timedelta = timedelta(0)  # the longest own hold of its stretch: its free period
+    max_hold: timedelta | None = None  # the smallest cap of its trigger nodes (None: no cap)
+    sources: tuple[str | None, str | None] = (None, None)  # the nodes that set those; None: default
+    reach: datetime | None = None  # when the last trigger node's own hold ends, uncapped
+    bound: timedelta = timedelta(0)  # the longest hold duration of its nodes (forged stamps)
 
 
 @dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
@@ -157,6 +172,7 @@ class Plan:
     windows: tuple[HoldWindow, ...]
     decisions: tuple[NodeDecision, ...]
     transitions: tuple[Transition, ...] = ()
+    bad_values: tuple[tuple[str, str], ...] = ()  # (node, why): its NodePool setting is not used
 
     @property
     def patches(self) -> tuple[NodePatch, ...]:
@@ -244,17 +260,67 @@ def window_name(node: NodeView, hold: HoldSettings) -> str:
     raise AssertionError(hold.scope)
 
 
+class Own(NamedTuple):
+    """A node's own hold settings: its NodePool's annotations, else the configured ones."""
+
+    duration: timedelta
+    cap: timedelta | None
+    sources: tuple[bool, bool] = (False, False)  # each from the node's annotation
+    bad: tuple[str, ...] = ()  # its values that are not used, and why
+
+
+def own_settings(node: NodeView, hold: HoldSettings) -> Own:
+    raw = node.annotations.get(NODE_HOLD), node.annotations.get(NODE_MAX_HOLD)
+    if raw == (None, None):
+        return Own(hold.hold_duration, hold.max_hold)  # most nodes, every run
+    return _own(*raw, hold.hold_duration, hold.max_hold)
+
+
+@lru_cache(maxsize=256)  # a few values in a cluster, each read on many nodes every run
+def _own(duration: str | None, cap: str | None, default: timedelta, cap0: timedelta | None) -> Own:
+    """The grammar and bounds of --hold-duration ("0": never) and --max-hold (empty: no cap;
+    at least the hold). A bad value is bad input: the configured setting instead."""
+    own, own_cap, bad = default, cap0, {}
+    try:
+        if duration is not None and duration.strip() == "0":
+            own = timedelta(0)  # this NodePool's nodes never start a hold
+        elif duration is not None:
+            own = parse_duration(duration, bare_minutes=True)
+    except Invalid as exc:
+        bad[NODE_HOLD] = exc.problem
+    try:
+        if cap is not None:
+            own_cap = parse_duration(cap) if cap.strip() else None
+            if own_cap is not None and own_cap < own:
+                own_cap = cap0
+                raise Invalid(f"is shorter than the hold ({format_duration(own)})", "")
+    except Invalid as exc:
+        bad[NODE_MAX_HOLD] = exc.problem
+    if own_cap is not None and own > own_cap:  # the configured cap: shorter than this hold
+        own, bad[NODE_HOLD] = default, f"is longer than --max-hold ({format_duration(own_cap)})"
+    raw = {NODE_HOLD: duration or "", NODE_MAX_HOLD: cap or ""}
+    used = (
+        duration is not None and NODE_HOLD not in bad,
+        cap is not None and NODE_MAX_HOLD not in bad,
+    )
+    return Own(own, own_cap, used, tuple(f"{k}={_shown(raw[k])} {why}" for k, why in bad.items()))
+
+
+def _shown(raw: str) -> str:
+    return repr(raw if len(raw) <= 40 else raw[:40] + "...")
+
+
 def _last_stretch(
-    holds: Sequence[tuple[datetime, datetime]], cap: timedelta | None, free: timedelta
-) -> tuple[datetime, datetime, bool]:
-    """The last stretch of continuous holding, as (start, end, capped), from the trigger
-    nodes' holds, [created, end) sorted by creation.
+    holds: Sequence[tuple[datetime, datetime]], cap: timedelta | None
+) -> tuple[int, int, datetime, bool]:
+    """The last stretch of continuous holding, as (first, stop, end, capped): its trigger
+    nodes are holds[first:stop], each node's own hold [created, end), sorted by creation.
 
     Overlapping holds chain into one stretch. With a cap, a stretch ends at start + cap
-    however many nodes keep arriving, and then the window stays free for `free`: nodes
-    created in that gap start no hold, so Karpenter gets a chance to consolidate.
-    Everything follows from creation times alone, so every run (and every replica)
-    computes the same stretches.
+    however many nodes keep arriving, and then the window stays free for the longest own
+    hold of the stretch: nodes created in that gap start no hold, so Karpenter gets a
+    chance to consolidate. Everything follows from creation times and each node's own
+    settings, so every run (and every replica) computes the same stretches.
     """
     i, n = 0, len(holds)
     while True:
@@ -264,39 +330,41 @@ def _last_stretch(
         while j < n and holds[j][0] < until and (end is None or holds[j][0] < end):
             until = max(until, holds[j][1])
             j += 1
-        capped = end is not None and until > end
+        stop, capped = j, end is not None and until > end
         if end is not None and capped:
-            until = end
+            until, free = end, max(e - c for c, e in holds[i:j])
             while j < n and holds[j][0] < until + free:
                 j += 1
         if j >= n:
-            return start, until, capped
+            return i, stop, until, capped
         i = j
 
 
 def _stamp(
-    node: NodeView, key: str, now: datetime, hold: HoldSettings
+    node: NodeView, key: str, now: datetime, bound: timedelta
 ) -> tuple[datetime | None, str | None]:
     """The time a --max-hold stamp on `node` says, if this tool could have written it at
-    `now`; else None and why not (None, None: no such stamp)."""
+    `now` (`bound`: the longest hold duration in its window); else None and why not (None,
+    None: no such stamp)."""
     raw = node.annotations.get(key)
     if raw is None:
         return None, None  # most nodes, every run
     try:
         moment = datetime.strptime(raw, STAMP_FORMAT).replace(tzinfo=UTC)
     except ValueError:
-        shown = raw if len(raw) <= 40 else raw[:40] + "..."
-        return None, f"{key}={shown!r} is not a time node-holder writes"
+        return None, f"{key}={_shown(raw)} is not a time node-holder writes"
     if key == HOLD_STARTED and moment > now + STAMP_SLACK:
         return None, f"{key}={raw} is in the future"
-    if key == FREE_UNTIL and moment > now + hold.hold_duration + STAMP_SLACK:
-        return None, f"{key}={raw} is later than now plus one hold duration"
+    if key == FREE_UNTIL and moment > now + bound + STAMP_SLACK:
+        return None, f"{key}={raw} is later than now plus {format_duration(bound)}"
     return moment, None
 
 
 def _triggers(node: NodeView, hold: HoldSettings) -> bool:
-    """Whether this node's arrival starts a hold of its window."""
+    """Whether this node's arrival starts a hold of its window ("0": its NodePool's never do)."""
     if node.deleting or not hold.trigger_selector.matches(node.labels):
+        return False
+    if not own_settings(node, hold).duration:
         return False
     # A Karpenter node before registration would hold the unlabelled (system) nodes' group.
     return not (
@@ -308,21 +376,32 @@ def _window(
     name: str, members: Sequence[NodeView], now: datetime, hold: HoldSettings
 ) -> HoldWindow:
     triggers = sorted((n for n in members if _triggers(n, hold)), key=lambda n: (n.created, n.name))
+    bound = max([hold.hold_duration, *(own_settings(m, hold).duration for m in members)])
+    window = HoldWindow(name, False, nodes=len(members), max_hold=hold.max_hold, bound=bound)
     if not triggers:
-        return _stamped(HoldWindow(name=name, held=False, nodes=len(members)), members, now, hold)
+        return _stamped(replace(window, duration=hold.hold_duration), members, now, hold)
+    owns = [own_settings(n, hold) for n in triggers]
     created = [min(n.created, now) for n in triggers]  # a skewed server's future counts as now
-    holds = [(c, c + hold.hold_duration) for c in created]
-    start, until, capped = _last_stretch(holds, hold.max_hold, hold.hold_duration)
-    window = HoldWindow(
-        name=name,
+    holds = [(c, c + own.duration) for c, own in zip(created, owns, strict=True)]
+    capper = min(reversed(range(len(owns))), key=lambda k: owns[k].cap or timedelta.max)
+    first, stop, until, capped = _last_stretch(holds, owns[capper].cap)
+    longest = max(range(first, stop), key=lambda k: owns[k].duration)
+    window = replace(
+        window,
         held=now < until,
         youngest=triggers[-1].name,
         youngest_created=created[-1],
         hold_until=until,
-        stretch_start=start,
+        stretch_start=created[first],
         capped=capped,
         triggers=len(triggers),
-        nodes=len(members),
+        duration=owns[longest].duration,
+        max_hold=owns[capper].cap,
+        sources=(
+            triggers[longest].name if owns[longest].sources[0] else None,
+            triggers[capper].name if owns[capper].sources[1] else None,
+        ),
+        reach=max(end for _, end in holds),
     )
     return _stamped(window, members, now, hold)
 
@@ -333,28 +412,28 @@ def _stamped(
     """`window` as the --max-hold stamps on `members` say.
 
     The stretch may have begun before its oldest surviving node (`hold-started`), and a
-    capped stretch leaves the window free for one hold duration (`free-until`).
+    capped stretch leaves the window free for its longest own hold (`free-until`).
     """
-    if hold.max_hold is None:
+    cap, bound, free = window.max_hold, window.bound, window.duration
+    if cap is None:
         return window
-    frees = [t for m in members if (t := _stamp(m, FREE_UNTIL, now, hold)[0]) and t > now]
+    frees = [t for m in members if (t := _stamp(m, FREE_UNTIL, now, bound)[0]) and t > now]
     free_until = max([*frees, *filter(None, [window.free_until])], default=None)
     start, until, capped = window.stretch_start, window.hold_until, window.capped
-    if start is not None and until is not None and window.youngest_created is not None:
+    if start is not None and until is not None and window.reach is not None:
         ours = [m for m in members if HOLD_STARTED in m.annotations and _holds_ours(m, hold)]
-        starts = [t for m in ours if (t := _stamp(m, HOLD_STARTED, now, hold)[0]) and t <= now]
+        starts = [t for m in ours if (t := _stamp(m, HOLD_STARTED, now, bound)[0]) and t <= now]
         if starts and min(starts) < start:
             start = min(starts)
-            if until > start + hold.max_hold:
-                until, capped = start + hold.max_hold, True
-        young = now < window.youngest_created + hold.hold_duration
-        if free_until is None and starts and capped and until <= now and young:
+            if until > start + cap:
+                until, capped = start + cap, True
+        if free_until is None and starts and capped and until <= now < window.reach:
             # The cap ends our hold in this run (a young node would still hold the window):
-            # free for one hold duration from the release itself, which a late run (missed
-            # runs, a crash) must not shorten. Every node of the window gets the stamp.
-            free_until = now + hold.hold_duration
+            # free from the release itself, which a late run (missed runs, a crash) must not
+            # shorten. Every node of the window gets the stamp.
+            free_until = now + free
         if free_until is not None:  # no hold during the free period: the last one ended
-            until = min(until, free_until - hold.hold_duration, now)
+            until = min(until, free_until - free, now)
     return replace(
         window,
         held=until is not None and now < until and free_until is None,
@@ -430,12 +509,13 @@ def _stamps(
     on the nodes the cap released: consolidation may remove all of those before it ends.
     """
     annotations = node.annotations
-    if hold.max_hold is None and HOLD_STARTED not in annotations and FREE_UNTIL not in annotations:
+    capped = window.max_hold is not None
+    if not capped and HOLD_STARTED not in annotations and FREE_UNTIL not in annotations:
         return {}, ()  # the common case, for every node of every run: nothing to stamp
-    started, started_bad = _stamp(node, HOLD_STARTED, now, hold)
-    free, free_bad = _stamp(node, FREE_UNTIL, now, hold)
+    started, started_bad = _stamp(node, HOLD_STARTED, now, window.bound)
+    free, free_bad = _stamp(node, FREE_UNTIL, now, window.bound)
     want: dict[str, str | None] = dict.fromkeys((HOLD_STARTED, FREE_UNTIL))
-    if held and hold.max_hold is not None and mode is Mode.RECONCILE:
+    if held and capped and mode is Mode.RECONCILE:
         if started and _holds_ours(node, hold):  # it came with our hold: the stretch began then
             want[HOLD_STARTED] = annotations[HOLD_STARTED]
         elif window.stretch_start:
@@ -558,6 +638,7 @@ def decide(
         decide_node(node, windows[window_name(node, hold)], hold, mode, now) for node in nodes
     )
     uids = {n.name: n.uid for n in nodes}
+    bad = [(n.name, why) for n in nodes for why in own_settings(n, hold).bad]
     return Plan(
         now=now,
         hold=hold,
@@ -565,4 +646,5 @@ def decide(
         windows=tuple(windows.values()),
         decisions=decisions,
         transitions=_transitions(windows, decisions, uids, hold, mode),
+        bad_values=tuple(bad) if mode is Mode.RECONCILE else (),
     )

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from reconcile.rule.settings import DEFAULT_GROUP_LABEL, OWN_ANNOTATIONS, OWNERSHIP_MARKER, PINNED
+from reconcile.rule.settings import DEFAULT_GROUP_LABEL, KEPT_ANNOTATIONS, OWNERSHIP_MARKER, PINNED
 
 LAST_YEAR = 9999  # a timestamp in it leaves no room for a hold duration
 
@@ -108,7 +108,7 @@ def node_view(
     annotations = metadata.get("annotations") or _EMPTY
     labels = metadata.get("labels") or _EMPTY
     keep = annotation_keys.union(
-        OWN_ANNOTATIONS, claimed_keys(annotations), pinned_keys(annotations)
+        KEPT_ANNOTATIONS, claimed_keys(annotations), pinned_keys(annotations)
     )
     kept_labels = {k: labels[k] for k in label_keys if k in labels} if label_keys else None
     kept = {k: annotations[k] for k in keep if k in annotations}

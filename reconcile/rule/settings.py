@@ -30,8 +30,12 @@ FREE_UNTIL = "node-holder.dev/free-until"
 #: A person's pins (`node-holder pin`): hold keys no run adds, removes or claims on this node.
 #: Written only by `pin`/`unpin`, never by reconcile, release or the uninstall hook.
 PINNED = "node-holder.dev/pinned"
-#: This tool's own annotations: a node view always keeps them.
 OWN_ANNOTATIONS = (OWNERSHIP_MARKER, HOLD_STARTED, FREE_UNTIL, PINNED)
+#: A NodePool's own hold duration ("0": its nodes start no hold) and cap, in its node template
+#: (Karpenter copies them onto each node it launches): people's, never written by this tool.
+NODE_HOLD, NODE_MAX_HOLD = "node-holder.dev/hold-duration", "node-holder.dev/max-hold"
+#: What a node view always keeps: this tool's own annotations and the NodePool's settings.
+KEPT_ANNOTATIONS = (*OWN_ANNOTATIONS, NODE_HOLD, NODE_MAX_HOLD)
 
 
 class ConfigError(ValueError):

@@ -82,7 +82,7 @@ def test_a_node_created_ahead_of_the_servers_clock_is_capped_and_never_shown_in_
 FORGED = {
     "free-until a month ahead switches holding off": (
         {FREE: iso(T0 + timedelta(days=30))},
-        f"{FREE}={iso(T0 + timedelta(days=30))} is later than now plus one hold duration",
+        f"{FREE}={iso(T0 + timedelta(days=30))} is later than now plus 20m",
     ),
     "hold-started in the future": (
         {**OURS, STARTED: iso(T0 + timedelta(hours=2))},

@@ -60,6 +60,8 @@ MARKER = "node-holder.dev/owned-annotations"
 PINNED = "node-holder.dev/pinned"
 STARTED = "node-holder.dev/hold-started"
 FREE = "node-holder.dev/free-until"
+POOL_HOLD = "node-holder.dev/hold-duration"  # a NodePool's, copied by Karpenter: people's
+POOL_MAX = "node-holder.dev/max-hold"
 ATTACH_DETACH = "volumes.kubernetes.io/controller-managed-attach-detach"
 OPT_OUT = "overlays/without-admission-policy"
 POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
@@ -291,6 +293,7 @@ HELD = held(eks_node(), DISRUPT)
 PERSONS_TRUE = patched(eks_node(), {DISRUPT: "true"})
 PERSONS_FALSE = patched(eks_node(), {DISRUPT: "false"})
 PINNED_HELD = patched(HELD, {PINNED: DISRUPT})
+POOLED = patched(HELD, {POOL_HOLD: "45m", POOL_MAX: "3h"})  # a NodePool's node, held
 
 ALLOWED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # name: (old, new); what the tool's patches look like, by hand (the real ones: below)
@@ -472,6 +475,30 @@ REFUSED: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         held(patched(eks_node(), {PINNED: DISRUPT}), DISRUPT),
         "pinned lists",
     ),
+    # Issue 23: a NodePool's hold settings are written by Karpenter and people, never by the tool.
+    "a NodePool's hold-duration added": (HELD, patched(HELD, {POOL_HOLD: "0"}), "may add"),
+    "a NodePool's max-hold added": (HELD, patched(HELD, {POOL_MAX: "7d"}), "may add"),
+    "a NodePool's hold-duration changed": (
+        POOLED,
+        patched(POOLED, {POOL_HOLD: "7d"}),
+        "may change",
+    ),
+    "a NodePool's max-hold changed": (POOLED, patched(POOLED, {POOL_MAX: ""}), "may change"),
+    "a NodePool's hold-duration removed": (
+        POOLED,
+        patched(POOLED, {POOL_HOLD: None}),
+        "may remove",
+    ),
+    "a NodePool's max-hold removed with the hold": (
+        POOLED,
+        patched(POOLED, {DISRUPT: None, MARKER: None, POOL_MAX: None}),
+        "may remove",
+    ),
+    "a NodePool's hold-duration claimed and removed": (
+        patched(POOLED, {MARKER: f"{DISRUPT},{POOL_HOLD}"}),
+        patched(POOLED, {MARKER: DISRUPT, POOL_HOLD: None}),
+        "may remove",
+    ),
     # managedFields: only the API server's record of this update may differ.
     "a managedFields entry forged for another manager": (
         eks_node(),
@@ -542,6 +569,16 @@ def test_configured_keys_come_from_the_settings_the_runs_read():
     assert admit(old, new, params=settings(f" {DISRUPT} , {CONSOLIDATE} ")).allowed
     assert admit(old, held(eks_node(), DISRUPT), params=settings(None)).allowed
     assert admit(old, new, params=settings(None)).denied
+
+
+def test_a_nodepool_setting_is_no_hold_key_even_where_the_settings_name_it():
+    """The CLI refuses node-holder.dev/ keys in HOLD_ANNOTATION (exit 2); the policy too, so
+    that a ConfigMap naming one never lets a token write a NodePool's hold settings."""
+    for key in (POOL_HOLD, POOL_MAX):
+        verdict = admit(eks_node(), held(eks_node(), key), params=settings(f"{DISRUPT},{key}"))
+        assert any("may add" in message for message in verdict.denied), key
+        claimed = patched(held(eks_node(), DISRUPT, key), {key: "true"})
+        assert admit(claimed, held(eks_node(), DISRUPT), params=settings(key)).denied
 
 
 def test_the_policy_fails_closed():

@@ -6,11 +6,14 @@ released means none carries one of ours; annotations set by others never
 change; a second run with nothing new makes no patch; a hold-and-release cycle
 restores every annotation exactly; a person's pins are never touched; a claim whose
 key is still "true" is never dropped; nothing is dated after now (nodes from a
-skewed server, forged stamps).
+skewed server, forged stamps). Nodes carry their NodePool's hold settings, good and bad:
+each trigger node holds for its own duration, and a new node never shortens a hold (without
+a cap) nor lengthens a window's cap.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from hypothesis import assume, given, settings
@@ -24,6 +27,8 @@ from reconcile.rule.settings import (
     HOLD_STARTED,
     HOLD_VALUE,
     KNOWN_HOLD_KEYS,
+    NODE_HOLD,
+    NODE_MAX_HOLD,
     OWN_ANNOTATIONS,
     OWNERSHIP_MARKER,
     PINNED,
@@ -48,11 +53,22 @@ stamps = st.one_of(
     ),
     st.sampled_from(["", "yesterday", "2026-11-22T12:00:00+00:00"]),
 )
+#: A NodePool's own hold durations, as people write them; anything else is bad input.
+POOL_HOLDS = {
+    "0": timedelta(0),
+    "5": timedelta(minutes=5),
+    "45m": timedelta(minutes=45),
+    "2h": timedelta(hours=2),
+}
+pool_holds = st.sampled_from([*POOL_HOLDS, "45 minutes", "-5m", "9999h"])
+pool_caps = st.sampled_from(["", "30m", "1h", "3h", "90"])
 OWN_VALUES = {
     OWNERSHIP_MARKER: key_lists,
     PINNED: key_lists,
     HOLD_STARTED: stamps,
     FREE_UNTIL: stamps,
+    NODE_HOLD: pool_holds,
+    NODE_MAX_HOLD: pool_caps,
 }
 annotation_maps = st.dictionaries(
     st.sampled_from([*HOLD_KEYS, "team", "example.com/note", *OWN_VALUES]),
@@ -202,17 +218,23 @@ def test_hold_then_release_restores_annotations_exactly(
 def test_never_released_while_a_young_trigger_node_exists(
     nodes: list[NodeView], hold: HoldSettings
 ) -> None:
-    """Without --max-hold: held exactly while a live trigger node is younger than the hold."""
+    """Without a cap: held exactly while a live trigger node is younger than its own hold."""
     hold = HoldSettings(**{**hold.__dict__, "max_hold": None})
+    nodes = uncapped(nodes)
     plan = decide(nodes, T0, hold)
     for window in plan.windows:
         members = [n for n, d in zip(nodes, plan.decisions, strict=True) if d.window == window.name]
+        own = {
+            n.name: POOL_HOLDS.get(n.annotations.get(NODE_HOLD, ""), hold.hold_duration)
+            for n in members
+        }
         young = [
             n
             for n in members
             if not n.deleting
+            and own[n.name]  # "0": its NodePool's nodes never start a hold
             and hold.trigger_selector.matches(n.labels)
-            and n.created + hold.hold_duration > T0
+            and n.created + own[n.name] > T0
             # a Karpenter node before its NodePool label never holds the unlabelled group
             and not (hold.scope is Scope.GROUP and n.registering)
         ]
@@ -241,14 +263,60 @@ def test_a_new_node_during_a_hold_costs_exactly_one_write(
     hold = HoldSettings(
         **{**hold.__dict__, "scope": Scope.CLUSTER, "trigger_selector": parse_selector("")}
     )
+    nodes = uncapped(nodes)  # a node's own cap would let the newcomer's change the window's
     first = decide(nodes, T0, hold)
-    assume(first.held and (hold.max_hold is None or not first.windows[0].capped))
+    assume(first.held and not first.windows[0].capped)
     state = apply_plan(nodes, first.patches)
     newcomer = NodeView("newcomer", T0, "999", "uid-new", labels={POOL: "a"})
     plan = decide([*state, newcomer], T0, hold)
     selected = hold.node_selector.matches(newcomer.labels)
     assert plan.held
     assert [p.node for p in plan.patches] == (["newcomer"] if selected else [])
+
+
+def uncapped(nodes: list[NodeView]) -> list[NodeView]:
+    """The nodes without their NodePools' caps."""
+    return [
+        replace(n, annotations={k: v for k, v in n.annotations.items() if k != NODE_MAX_HOLD})
+        for n in nodes
+    ]
+
+
+newcomers = st.builds(
+    lambda age, labels, own: NodeView("newcomer", T0 - age, "999", "uid-new", False, labels, own),
+    ages,
+    label_maps,
+    st.fixed_dictionaries({}, optional={NODE_HOLD: pool_holds, NODE_MAX_HOLD: pool_caps}),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(nodes=clusters(), hold=hold_settings, newcomer=newcomers)
+def test_a_new_node_never_shortens_a_hold_whatever_its_own_duration(
+    nodes: list[NodeView], hold: HoldSettings, newcomer: NodeView
+) -> None:
+    """Without caps: a node whose own hold is shorter than the others' (or than the
+    default, or "0") may extend a hold, never end or shorten one."""
+    hold, nodes = replace(hold, max_hold=None), uncapped([*nodes, newcomer])
+    before = {w.name: w for w in decide(nodes[:-1], T0, hold).windows}
+    after = {w.name: w for w in decide(nodes, T0, hold).windows}
+    for name, window in before.items():
+        assert after[name].held or not window.held, (window, after[name])
+        if window.hold_until is not None:
+            assert after[name].hold_until is not None
+            assert after[name].hold_until >= window.hold_until
+
+
+@settings(max_examples=200, deadline=None)
+@given(nodes=clusters(), hold=hold_settings, newcomer=newcomers)
+def test_a_new_node_never_lengthens_the_cap_of_a_window_with_trigger_nodes(
+    nodes: list[NodeView], hold: HoldSettings, newcomer: NodeView
+) -> None:
+    never = timedelta.max
+    before = {w.name: w for w in decide(nodes, T0, hold).windows if w.triggers}
+    after = {w.name: w for w in decide([*nodes, newcomer], T0, hold).windows}
+    for name, window in before.items():
+        assert (after[name].max_hold or never) <= (window.max_hold or never)
 
 
 @settings(max_examples=200, deadline=None)

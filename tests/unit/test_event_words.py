@@ -36,8 +36,8 @@ def test_a_hold_starts_grows_and_ends_with_its_youngest_node_named() -> None:
         "node newer created 2026-11-22T11:59:00Z; hold annotation added to 1 node(s)"
     ]
     assert words(decide(held, T0 + minutes(20), HOLD)) == [
-        "HoldEnded on young: Hold ended for cluster: youngest node young is older than 20m; "
-        "hold annotation removed from 2 node(s)"
+        "HoldEnded on young: Hold ended for cluster: the trigger nodes' holds ended at "
+        "2026-11-22T12:15:00Z; hold annotation removed from 2 node(s)"
     ]
     assert words(decide(held, T0, HOLD, Mode.RELEASE)) == [
         "HoldEnded on young: Hold ended for cluster: released by node-holder release; "

@@ -1,0 +1,177 @@
+"""Hold settings per NodePool (issue 23 §1), through the API test server.
+
+A NodePool sets its own hold duration and cap in its node template's annotations, which
+Karpenter copies onto every node it launches; `launch` below does that copy. Each trigger
+node holds for its own duration, a window's cap is the smallest of its trigger nodes', a
+pool with "0" starts no hold, and a bad value falls back to the configured setting and is
+said once per run. Every case runs the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tests.clusters import CliResult, run_cli
+from tests.kubeapi.apiserver import ApiServer
+
+KEY = "karpenter.sh/do-not-disrupt"
+FREE = "node-holder.dev/free-until"
+HOLD = "node-holder.dev/hold-duration"
+MAX = "node-holder.dev/max-hold"
+POOL = "karpenter.sh/nodepool"
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+OLD = timedelta(hours=5)
+
+
+def launch(api: ApiServer, name: str, pool: str, age: timedelta, **template: str) -> None:
+    """A node of NodePool `pool`, as Karpenter launches it: EKS-shaped (a NodeClaim owns
+    it, kubelet's and Karpenter's annotations), with the template's annotations copied."""
+    api.add_node(name, created=api.now() - age, labels={POOL: pool}, annotations=template)
+
+
+def run(kubeconfig: Path, command: str, *args: str) -> CliResult:
+    quiet = ("--no-events",) if command == "reconcile" else ()
+    return run_cli(command, "--kubeconfig", str(kubeconfig), *quiet, *args)
+
+
+def held(api: ApiServer, *names: str) -> list[bool]:
+    return [api.annotations(n).get(KEY) == "true" for n in names]
+
+
+def test_each_pool_holds_for_its_own_duration_and_zero_never_holds(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """Group scope: batch (45m) is held by a node 30m old, web (the default 20m) is not by
+    one 25m old, gpu ("0") not by one a minute old; status says where each setting came
+    from; the pool annotations are never written."""
+    api.set_clock(T0)
+    for pool, template in (("batch", {HOLD: "45m", MAX: "2h"}), ("web", {}), ("gpu", {HOLD: "0"})):
+        launch(api, f"{pool}-old", pool, OLD, **template)
+    launch(api, "batch-new", "batch", timedelta(minutes=30), **{HOLD: "45m", MAX: "2h"})
+    launch(api, "web-new", "web", timedelta(minutes=25))
+    launch(api, "gpu-new", "gpu", timedelta(minutes=1), **{HOLD: "0"})
+
+    names = [f"{pool}-{age}" for pool in ("batch", "web", "gpu") for age in ("old", "new")]
+    settings = {n: (api.annotations(n).get(HOLD), api.annotations(n).get(MAX)) for n in names}
+    result = run(kubeconfig, "reconcile", "--hold-scope", "group", "--output", "json")
+    assert result.code == 0, result.stderr
+    assert held(api, "batch-old", "batch-new") == [True, True]
+    assert held(api, "web-old", "web-new", "gpu-old", "gpu-new") == [False] * 4
+    assert result.json["badValues"] == []
+    assert {n: (api.annotations(n).get(HOLD), api.annotations(n).get(MAX)) for n in names} == (
+        settings
+    )
+
+    text = run(kubeconfig, "status", "--hold-scope", "group")
+    status = run(kubeconfig, "status", "--hold-scope", "group", "--output", "json")
+    assert text.code == status.code == 0, text.stderr
+    row = next(line for line in text.lines if line.startswith(f"{POOL}=batch "))
+    assert "45m (node/batch-new)" in row and "2h (node/batch-new)" in row, row
+    web = next(line for line in text.lines if line.startswith(f"{POOL}=web "))
+    assert "20m (default)" in web and "none (default)" in web, web
+    windows = {w["name"]: w for w in status.json["windows"]}
+    batch, gpu = windows[f"{POOL}=batch"], windows[f"{POOL}=gpu"]
+    assert (batch["holdDuration"], batch["holdDurationFrom"]) == ("45m", "node/batch-new")
+    assert (batch["maxHold"], batch["maxHoldFrom"]) == ("2h", "node/batch-new")
+    assert (gpu["triggerNodes"], gpu["holdDuration"], gpu["holdDurationFrom"]) == (
+        0,
+        "20m",
+        "default",
+    )
+
+    api.advance_clock(timedelta(minutes=16))  # batch-new is 46m old: past its own 45m
+    assert run(kubeconfig, "reconcile", "--hold-scope", "group").code == 0
+    assert held(api, "batch-old", "batch-new") == [False, False]
+
+
+def test_cluster_scope_a_longer_pool_holds_everything_and_the_smallest_cap_applies(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    api.set_clock(T0)
+    launch(api, "system", "system", OLD)
+    launch(api, "gpu-new", "gpu", timedelta(minutes=1), **{HOLD: "0"})
+    assert run(kubeconfig, "reconcile").code == 0
+    assert held(api, "system", "gpu-new") == [False, False]  # "0": no hold, however young
+
+    launch(api, "batch-new", "batch", timedelta(minutes=30), **{HOLD: "45m", MAX: "1h"})
+    result = run(kubeconfig, "reconcile", "--max-hold", "3h", "--output", "json")
+    assert result.code == 0, result.stderr
+    assert held(api, "system", "gpu-new", "batch-new") == [True] * 3
+    (window,) = result.json["windows"]
+    assert (window["maxHold"], window["maxHoldFrom"]) == ("1h", "node/batch-new")
+    assert window["holdUntil"] == "2026-11-22T12:15:00Z"  # batch-new's own 45m
+
+
+def test_per_pool_caps_and_free_periods_over_time(api: ApiServer, kubeconfig: Path) -> None:
+    """A node every 10 minutes in two pools, group scope, no --max-hold: batch (30m, capped
+    at 1h) is released at the cap and stays free for its own 30m, the free-until stamp says
+    so; web (30m, capped at 3h) stays held throughout."""
+    api.set_clock(T0)
+    batch, web = {HOLD: "30m", MAX: "1h"}, {HOLD: "30m", MAX: "3h"}
+    held_at: dict[str, list[int]] = {"batch": [], "web": []}
+    for minute in range(0, 101, 10):
+        api.set_clock(T0 + timedelta(minutes=minute))
+        launch(api, f"batch-{minute}", "batch", timedelta(0), **batch)
+        launch(api, f"web-{minute}", "web", timedelta(0), **web)
+        result = run(kubeconfig, "reconcile", "--hold-scope", "group")
+        assert result.code == 0, result.stderr
+        for pool, minutes in held_at.items():
+            if held(api, f"{pool}-{minute}") == [True]:
+                minutes.append(minute)
+        if minute == 60:  # the cap's release: free for batch's own 30m, not the default 20m
+            assert api.annotations("batch-0")[FREE] == "2026-11-22T13:30:00Z"
+    assert held_at["batch"] == [0, 10, 20, 30, 40, 50, 90, 100]
+    assert held_at["web"] == list(range(0, 101, 10))
+
+
+BAD = {
+    # pool: (its template, the words of the bad value)
+    "words": ({HOLD: "45 minutes"}, f"{HOLD}='45 minutes' is not a duration"),
+    "negative": ({HOLD: "-5m"}, f"{HOLD}='-5m' is not a positive duration"),
+    "huge": ({HOLD: "9999h"}, f"{HOLD}='9999h' is longer than 7d"),
+    "short-cap": ({HOLD: "45m", MAX: "30m"}, f"{MAX}='30m' is shorter than the hold (45m)"),
+    "no-unit": ({MAX: "90"}, f"{MAX}='90' has no unit"),
+}
+
+
+def test_a_bad_value_falls_back_to_the_configured_setting_and_is_said_once(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """Each pool's nodes are 25m old: held only where the 45m that remains good applies
+    (short-cap keeps its hold and loses its cap); the run exits 0, says each value once
+    with its nodes, in text and in the JSON line; nothing else changes."""
+    api.set_clock(T0)
+    for pool, (template, _) in BAD.items():
+        for i in range(2):
+            launch(api, f"{pool}-{i}", pool, timedelta(minutes=25), **template)
+    text = run(kubeconfig, "reconcile", "--hold-scope", "group", "--dry-run")
+    real = run(kubeconfig, "reconcile", "--hold-scope", "group", "--output", "json")
+    assert text.code == real.code == 0, real.stderr
+    for pool, (_, words) in BAD.items():
+        assert held(api, f"{pool}-0", f"{pool}-1") == [pool == "short-cap"] * 2, pool
+        (line,) = [x for x in text.stderr.splitlines() if words in x]
+        assert f"node/{pool}-0, node/{pool}-1: {words}" in line
+        assert "configured setting" in line and "spec.template.metadata.annotations" in line
+    listed = {(b["node"], b["value"]) for b in real.json["badValues"]}
+    assert listed == {(f"{p}-{i}", words) for p, (_, words) in BAD.items() for i in range(2)}
+    (window,) = [w for w in real.json["windows"] if w["name"] == f"{POOL}=short-cap"]
+    assert (window["holdDuration"], window["maxHold"]) == ("45m", None)
+
+
+def test_many_bad_values_keep_every_line_short(api: ApiServer, kubeconfig: Path) -> None:
+    api.set_clock(T0)
+    for i in range(300):
+        launch(api, f"node-{i:03}-" + "x" * 200, "batch", OLD, **{HOLD: f"{i} min" + "y" * 300})
+    result = run(kubeconfig, "reconcile", "--output", "json")
+    assert result.code == 0, result.stderr
+    assert all(len(line.encode()) < 16 * 1024 for line in result.stdout.splitlines())
+    assert all(len(line.encode()) < 16 * 1024 for line in result.stderr.splitlines())
+    data = result.json
+    assert len(data["badValues"]) + data["badValuesNotListed"] == 300
+    assert data["badValuesNotListed"] > 0
+    assert all(len(b["value"]) < 120 for b in data["badValues"])  # the value is cut short
+    assert 0 < len(re.findall(HOLD, result.stderr)) <= 20
+    assert json.loads(result.lines[-1]) == data
