@@ -205,7 +205,8 @@ HOLD_DURATION = Setting(
     "HOLD_DURATION",
     duration(s.HOLD_RANGE, bare_minutes=True),
     "Hold while the youngest node is younger than this: 90s, 20m, 1h30m, PT20M, or a bare "
-    "number of minutes; from 1s to 7d (longer is almost surely a mistake).",
+    "number of minutes; from 1s to 7d (longer is almost surely a mistake). A NodePool's "
+    'node-holder.dev/hold-duration annotation ("0": never) wins for its nodes.',
     "20m",
 )
 ANNOTATION = Setting(
@@ -255,7 +256,7 @@ MAX_HOLD = Setting(
     optional_duration(s.HOLD_RANGE),
     "Hard cap: no node is held continuously for longer than this (plus one run interval), "
     "however nodes come and go; then the window stays free for one hold duration. "
-    "Empty: no cap.",
+    "Empty: no cap. A NodePool's node-holder.dev/max-hold annotation wins for its nodes.",
     "",
 )
 CLOCK = Setting(
