@@ -126,7 +126,7 @@ def rule(setting: options.Setting) -> dict[str, Any]:
         low, high = (kind.low, kind.high) if isinstance(kind, options.Integer) else (0, 3)
         out |= {"kind": "integer", "low": low, "high": high}
     elif isinstance(kind, options.Number):
-        out |= {"kind": "number", "low": kind.low, "high": kind.high}
+        out |= {"kind": "number", "low": kind.low, "high": kind.high, "auto": kind.auto}
     elif isinstance(kind, options.Boolean):
         out["kind"] = "boolean"
     else:
@@ -355,7 +355,7 @@ def accepts(setting: options.Setting) -> str:
     if isinstance(kind, options.Integer):
         return f"an integer, {kind.low:,} to {kind.high:,}"
     if isinstance(kind, options.Number):
-        return f"a number, {kind.low:,g} to {kind.high:,g}"
+        return ("`auto` or " if kind.auto else "") + f"a number, {kind.low:,g} to {kind.high:,g}"
     words = {
         options.AnnotationKeys: "annotation keys, comma-separated (spaces around a key are "
         "trimmed, one inside is an error) or the flag repeated",

@@ -127,11 +127,11 @@ class Integer(SettingType):
 class Number(SettingType):
     name = "number"
 
-    def __init__(self, low: float, high: float) -> None:
-        self.low, self.high = low, high
+    def __init__(self, low: float, high: float, auto: bool = False) -> None:
+        self.low, self.high, self.auto = low, high, auto
 
-    def parse(self, text: str) -> float:
-        return s.parse_number(text, self.low, self.high)
+    def parse(self, text: str) -> float | None:
+        return s.parse_number(text, self.low, self.high, self.auto)
 
 
 class Boolean(SettingType):
@@ -363,9 +363,10 @@ SETTINGS: tuple[Setting, ...] = (
         "qps",
         "--qps",
         "NODE_HOLDER_QPS",
-        Number(0, 10_000),
-        "1000",
-        "Client-side limit on requests per second (0: no limit).",
+        Number(0, 10_000, auto=True),
+        "auto",
+        "Node writes a second at most; auto: max(200, nodes/300). Halved on 429 and on slow "
+        "answers, then recovers slowly; a hold ends at half this rate. 0: no limit.",
         "N",
     ),
     Setting(

@@ -81,7 +81,7 @@ class RunSettings:
     clock: Clock = Clock.SERVER
     timeout: timedelta = timedelta(seconds=45)
     workers: int = 8
-    qps: float = 1000.0  # a ceiling: the 8 workers bound the rate first (README, "Performance")
+    qps: float | None = None  # node writes a second; None: auto (reconcile.cluster.pool)
     page_size: int = 500
     events: bool = True
     output: Output = Output.TEXT
@@ -286,9 +286,12 @@ def parse_int(text: str, low: int, high: int) -> int:
     return value
 
 
-def parse_number(text: str, low: float, high: float) -> float:
+def parse_number(text: str, low: float, high: float, auto: bool = False) -> float | None:
+    """A number in bounds; with `auto`, the word auto too (None: the tool chooses)."""
     raw = text.strip()
-    fix = f"use a number from {low:g} to {high:g}"
+    fix = ("use auto or " if auto else "use ") + f"a number from {low:g} to {high:g}"
+    if auto and raw.lower() == "auto":
+        return None
     if not re.fullmatch(r"[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", raw, re.ASCII):
         raise Invalid("is not a number", fix)
     value = float(raw)
