@@ -278,10 +278,29 @@ def owned_in_dry_run(plan: Plan) -> str | None:
     )
 
 
+#: More node patches than this in one hold start or end is a burden on the control plane:
+#: each one goes to every client that watches all Nodes (docs/performance.md).
+LARGE_EDGE = 20_000
+
+
+def large_edge(plan: Plan) -> str | None:
+    """A hold start or end too large for the control plane's watchers (final JSON: largeEdge)."""
+    if (patches := len(plan.patches)) <= LARGE_EDGE:
+        return None
+    return (
+        f"this hold start or end patches {patches} nodes (more than {LARGE_EDGE:,}), each patch "
+        "sent to every client that watches all Nodes: hold each NodePool on its own "
+        "(--hold-scope group), or use the NodePool-budget mechanism (--mechanism budget, "
+        "coming: one write per NodePool)"
+    )
+
+
 def warnings(result: RunResult, command: str) -> list[str]:
-    """What stderr says about this run besides errors: settings that select nothing, and a
-    dry run's holds left in place."""
+    """What stderr says about this run besides errors: settings that select nothing, a dry
+    run's holds left in place, a hold edge too large."""
     found = unheeded(result.plan)
+    if edge := large_edge(result.plan):
+        found.append(edge)
     if command == "reconcile" and result.dry_run and (owned := owned_in_dry_run(result.plan)):
         found.append(owned)
     return found
@@ -396,6 +415,7 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
         "scope": str(plan.hold.scope),
         "holdDuration": format_duration(plan.hold.hold_duration),
         "annotations": list(plan.hold.annotations),
+        "largeEdge": large_edge(plan) is not None,
         **_headline(plan),
         **_listed("windows", [window_json(w, plan.now) for w in windows], whole),
         **_listed("errors", [*result.errors, *result.event_errors], whole),
