@@ -366,7 +366,7 @@ SETTINGS: tuple[Setting, ...] = (
         Number(0, 10_000, auto=True),
         "auto",
         "Node writes a second at most; auto: max(200, nodes/300). Halved on 429 and on slow "
-        "answers, then recovers slowly; a hold ends at half this rate. 0: no limit.",
+        "answers, then recovers slowly; reconcile ends a hold at half the rate. 0: no limit.",
         "N",
     ),
     Setting(
