@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def test_a_hold_ends_at_half_the_rate_it_started_at(api: ApiServer, kubeconfig: 
     code, stderr = reconcile(kubeconfig, "--timeout", "3s")
 
     patches, seconds = patches_and_seconds(api)
-    assert all(r.status == 200 for r in patches) and code in (0, 1), stderr
+    assert all(r.status == 200 for r in patches) and code == 1, stderr  # 1,000 do not fit
     assert len(patches) <= WORKERS + AUTO_QPS / 2 * seconds, (len(patches), seconds)
 
 
@@ -137,7 +138,9 @@ def test_slow_answers_slow_the_writes_to_half_the_rate(api: ApiServer, kubeconfi
     second = sorted(r.started + r.duration for r in patches if r.duration > SLOW)[1]
     sent, seconds = after_pressure(patches, second)
     assert sent <= backed_off(seconds, 32), (sent, seconds)
-    assert code == 1 and "node writes slowed to 100/s (p95 write latency 1.2s)" in stderr
+    assert code == 1 and re.search(
+        r"node writes slowed to 100/s \(p95 write latency [\d.]+s\)", stderr
+    )
 
 
 def test_a_hold_edge_of_more_than_20000_nodes_is_warned_about_in_every_output(
