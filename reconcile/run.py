@@ -17,7 +17,7 @@ from reconcile.cluster.apply import ApplyResult, NodeResult, apply_plan, record_
 from reconcile.cluster.client import Client
 from reconcile.cluster.pool import Backoff, Pool
 from reconcile.cluster.read import ListFailed, Listing, read_nodes
-from reconcile.rule.decide import Mode, Plan, Transition, decide
+from reconcile.rule.decide import Plan, Transition, decide
 from reconcile.rule.settings import HoldSettings, RunSettings
 
 __all__ = ["ListFailed", "Listing", "RunResult", "run_once"]
@@ -51,18 +51,20 @@ def run_once(
     hold: HoldSettings,
     run: RunSettings,
     *,
-    mode: Mode = Mode.RECONCILE,
+    describe: Callable[[Transition, Plan], str],
     stop: threading.Event | None = None,
     backoff: Backoff | None = None,
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> RunResult:
-    """Read, decide and (unless `run.dry_run`: the one way to say "do not write") patch
-    and record Events. With `run.only` (pin, unpin), read and decide on those nodes alone.
+    """Read, decide (as `run.mode` says) and, unless `run.dry_run` (the one way to say "do
+    not write"), patch and record Events. With `run.only` (pin, unpin), read and decide on
+    those nodes alone.
 
     Raises ListFailed when a node to decide on cannot be read or decided on; Interrupted
-    on SIGTERM before anything was written. `backoff` is for tests that inject many faults
-    and must not wait the real pauses; `on_result` sees each node's result as its patch
-    lands (see apply_plan).
+    on SIGTERM before anything was written. `describe` words each Event (the CLI's report:
+    the decision says what changed, never in words). `backoff` is for tests that inject
+    many faults and must not wait the real pauses; `on_result` sees each node's result as
+    its patch lands (see apply_plan).
     """
     pool = Pool.start(
         run.timeout.total_seconds(),
@@ -75,13 +77,13 @@ def run_once(
     kube.stop_on(pool.stop)
     with _gc_paused():
         listing = read_nodes(kube, hold, run, pool)
-        plan = decide(listing.nodes, listing.now, hold, mode)
+        plan = decide(listing.nodes, listing.now, hold, run.mode)
     missing = tuple(sorted(set(run.only) - {d.node for d in plan.decisions}))
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
     if run.dry_run:
         return RunResult(plan, listing, dry_run=True, requests=kube.requests, missing=missing)
     applied = apply_plan(plan, kube, pool, on_result)
-    events, event_errors = record_events(kube, plan, applied, run, pool)
+    events, event_errors = record_events(kube, plan, applied, run, pool, describe)
     return RunResult(
         plan,
         listing,

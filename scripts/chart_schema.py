@@ -63,7 +63,7 @@ NOT_IN_CHART = frozenset({"KUBECONFIG", "NODE_HOLDER_CONTEXT", "NODE_HOLDER_SUSP
 
 
 def by_env() -> dict[str, options.Setting]:
-    return {setting.env: setting for setting in options.SETTINGS}
+    return dict(options.BY_ENV)
 
 
 def map_envs() -> list[str]:
@@ -84,24 +84,43 @@ _JUNK = "x y"
 
 def _refusal(setting: options.Setting, text: str) -> s.Invalid | None:
     try:
-        setting.type.parse(text)
+        setting.kind.parse(text)
     except s.Invalid as exc:
         return exc
     return None
 
 
+#: The settings' kinds the chart's grammar knows, and the facts it takes from each.
+_KINDS = {
+    "duration": (),
+    "keys": (),
+    "selector": (),
+    "label": (),
+    "choice": ("choices",),
+    "integer": ("low", "high"),
+    "number": ("low", "high", "auto"),
+    "boolean": (),
+}
+
+
 def rule(setting: options.Setting) -> dict[str, Any]:
     """One setting's grammar for templates/_validate.tpl: kind, bounds, choices, its fix."""
-    kind = setting.type
+    kind = setting.kind
+    if kind.name not in _KINDS:
+        raise SystemExit(f"{setting.env}: no chart grammar for kind {kind.name!r}")
     junk = _refusal(setting, _JUNK)
     if junk is None:
         raise SystemExit(f"{setting.env}: {_JUNK!r} is accepted; pick other junk text")
-    out: dict[str, Any] = {"env": setting.env, "fix": junk.fix}
-    if isinstance(kind, options.Duration):
-        low, high = kind.bounds.low, kind.bounds.high
+    out: dict[str, Any] = {"env": setting.env, "fix": junk.fix, "kind": kind.name}
+    out |= {
+        fact: list(value) if isinstance(value, tuple) else value
+        for fact in _KINDS[kind.name]
+        for value in [kind.facts[fact]]
+    }
+    if kind.name == "duration":
+        low, high = kind.facts["bounds"].low, kind.facts["bounds"].high
         out |= {
-            "kind": "duration",
-            "optional": kind.optional,
+            "optional": kind.facts["optional"],
             "low": low.total_seconds(),
             "high": high.total_seconds(),
             "lowText": s.format_duration(low),
@@ -114,23 +133,6 @@ def rule(setting: options.Setting) -> dict[str, Any]:
             if other is None or other.problem != bare.problem:
                 raise SystemExit(f"{setting.env}: bare numbers refused with varying words")
             out["bareProblem"] = bare.problem
-    elif isinstance(kind, options.AnnotationKeys):
-        out["kind"] = "keys"
-    elif isinstance(kind, options.LabelSelector):
-        out["kind"] = "selector"
-    elif isinstance(kind, options.LabelKey):
-        out["kind"] = "label"
-    elif isinstance(kind, options.Choice):
-        out |= {"kind": "choice", "choices": list(kind.choices)}
-    elif isinstance(kind, options.Integer | options.Verbosity):
-        low, high = (kind.low, kind.high) if isinstance(kind, options.Integer) else (0, 3)
-        out |= {"kind": "integer", "low": low, "high": high}
-    elif isinstance(kind, options.Number):
-        out |= {"kind": "number", "low": kind.low, "high": kind.high, "auto": kind.auto}
-    elif isinstance(kind, options.Boolean):
-        out["kind"] = "boolean"
-    else:
-        raise SystemExit(f"{setting.env}: no chart grammar for {type(kind).__name__}")
     return out
 
 
@@ -333,7 +335,7 @@ def _commands() -> dict[str, click.Command]:
 
 
 def _in_table(param: click.Parameter) -> bool:
-    """An option made from the settings table (a command may define one of its own)."""
+    """An option made from the settings table (every option is: a test says so)."""
     setting = options.BY_NAME.get(str(param.name))
     return setting is not None and getattr(param, "envvar", None) == setting.env
 
@@ -342,31 +344,38 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+#: What a setting of each kind takes, in words; durations, choices and numbers say their bounds.
+_ACCEPTS = {
+    "keys": "annotation keys, comma-separated (spaces around a key are trimmed, one inside is "
+    "an error) or the flag repeated",
+    "selector": "a label selector; empty: every node",
+    "label": "a label key",
+    "boolean": "`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`",
+    "cronjob": "`NAMESPACE/NAME`; empty: none",
+    "text": "text, not empty",
+    "columns": "configurations in `--compare`'s syntax, read by simulate",
+}
+
+
 def accepts(setting: options.Setting) -> str:
-    """What a setting's parser takes, from its type (the bounds the CLI enforces)."""
-    kind = setting.type
-    if isinstance(kind, options.Duration):
-        text = f"a duration, {kind.bounds.describe()}"
-        if kind.bare_minutes:
+    """What a setting's parser takes, from its kind (the bounds the CLI enforces)."""
+    kind, facts = setting.kind, setting.kind.facts
+    if setting.extra.get("count"):
+        return f"`{facts['low']}` to `{facts['high']}` (the flag counts: `-vv`)"
+    if kind.name == "duration":
+        low, high = s.format_duration(facts["bounds"].low), s.format_duration(facts["bounds"].high)
+        text = f"a duration, from {low} to {high}"
+        if facts["bare_minutes"]:
             text += ", or a bare number of minutes"
-        return text + ("; empty: none" if kind.optional else "")
-    if isinstance(kind, options.Choice):
-        return " or ".join(f"`{choice}`" for choice in kind.choices)
-    if isinstance(kind, options.Integer):
-        return f"an integer, {kind.low:,} to {kind.high:,}"
-    if isinstance(kind, options.Number):
-        return ("`auto` or " if kind.auto else "") + f"a number, {kind.low:,g} to {kind.high:,g}"
-    words = {
-        options.AnnotationKeys: "annotation keys, comma-separated (spaces around a key are "
-        "trimmed, one inside is an error) or the flag repeated",
-        options.LabelSelector: "a label selector; empty: every node",
-        options.LabelKey: "a label key",
-        options.Boolean: "`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`",
-        options.Verbosity: "`0` to `3` (the flag counts: `-vv`)",
-        options.CronJobName: "`NAMESPACE/NAME`; empty: none",
-        options.Text: "text, not empty",
-    }
-    return words.get(type(kind), f"{kind.name}")
+        return text + ("; empty: none" if facts["optional"] else "")
+    if kind.name == "choice":
+        return " or ".join(f"`{choice}`" for choice in facts["choices"])
+    if kind.name == "integer":
+        return f"an integer, {facts['low']:,} to {facts['high']:,}"
+    if kind.name == "number":
+        auto = "`auto` or " if facts["auto"] else ""
+        return f"{auto}a number, {facts['low']:,g} to {facts['high']:,g}"
+    return _ACCEPTS[kind.name]
 
 
 def _default(setting: options.Setting) -> str:
@@ -419,7 +428,7 @@ def settings_table() -> str:
         flags.append(setting.flag)
         cells = [
             ", ".join(f"`{f}`" for f in flags),
-            f"`{setting.env}`",
+            f"`{setting.env}`" if setting.env else "none (a flag only)",
             chart_value(setting, values),
             _default(setting),
             accepts(setting),
@@ -430,29 +439,10 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
-def own_options_table() -> str:
-    """Options a command defines itself, outside the settings table (no environment variable)."""
-    rows = ["| command | option | default | meaning |", "| --- | --- | --- | --- |"]
-    for name, command in _commands().items():
-        for param in command.params:
-            if not isinstance(param, click.Option) or _in_table(param) or param.hidden:
-                continue
-            flags = ", ".join(f"`{f}`" for f in [*param.opts, *param.secondary_opts])
-            default = param.default
-            shown = "none" if default is None else f"`{default}`" if default != "" else "empty"
-            if isinstance(default, bool):
-                shown = "on" if default else "off"
-            rows.append(f"| {name} | {flags} | {shown} | {_cell(param.help or '')} |")
-    if len(rows) == 2:
-        return "Every option is a setting of the table above."
-    return "\n".join(rows)
-
-
 #: docs/reference.md's generated blocks, each between its two markers.
 BLOCKS = {
     "commands table": commands_table,
     "settings table": settings_table,
-    "options outside the settings table": own_options_table,
     "values table": values_table,
 }
 

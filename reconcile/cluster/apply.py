@@ -30,9 +30,9 @@ from reconcile.cluster.errors import (
 )
 from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
 from reconcile.cluster.read import Keys, read_node
-from reconcile.rule.decide import Mode, NodePatch, Plan, Transition, recorded_events
+from reconcile.rule.decide import NodePatch, Plan, Transition, recorded_events
 from reconcile.rule.nodes import MalformedNode
-from reconcile.rule.settings import RunSettings
+from reconcile.rule.settings import Mode, RunSettings, format_time
 
 log = logging.getLogger(__name__)
 
@@ -253,10 +253,15 @@ def write_order(plan: Plan) -> list[NodePatch]:
 
 
 def record_events(
-    kube: Client, plan: Plan, applied: ApplyResult, run: RunSettings, pool: Pool
+    kube: Client,
+    plan: Plan,
+    applied: ApplyResult,
+    run: RunSettings,
+    pool: Pool,
+    describe: Callable[[Transition, Plan], str],
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
     """An Event per hold that started, grew or ended, if any of its patches landed; at most
-    MAX_EVENTS a run (`recorded_events`).
+    MAX_EVENTS a run (`recorded_events`). `describe` gives each Event its words.
 
     Events are best effort: a failure is logged and reported, but does not
     fail the run, because the hold itself is in place.
@@ -272,8 +277,8 @@ def record_events(
                 node=transition.node,
                 node_uid=transition.node_uid or transition.node,
                 reason=transition.reason,
-                message=transition.message,
-                at=plan.now,
+                message=describe(transition, plan),
+                at=format_time(plan.now),
                 instance=instance,
             )
             pool.retry(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -159,10 +159,10 @@ def _cronjob_path(namespace: str, name: str) -> str:
 
 
 def node_event(
-    *, node: str, node_uid: str, reason: str, message: str, at: datetime, instance: str
+    *, node: str, node_uid: str, reason: str, message: str, at: str, instance: str
 ) -> dict[str, Any]:
-    """A Normal core/v1 Event about a node, in the namespace where node events live."""
-    stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A Normal core/v1 Event about a node, in the namespace where node events live; `at`
+    is its time as the rule's `format_time` writes it (RFC 3339, to the second)."""
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -176,8 +176,8 @@ def node_event(
         "message": message,
         "type": "Normal",
         "source": {"component": USER_AGENT},
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
+        "firstTimestamp": at,
+        "lastTimestamp": at,
         "count": 1,
         "reportingComponent": USER_AGENT,
         "reportingInstance": instance,

@@ -1,6 +1,6 @@
 """The chart refuses what the CLI refuses and accepts what it accepts, with the CLI's words.
 
-One table of values, fed both to the CLI's own parser (`setting.type.convert`, what a run does
+One table of values, fed both to the CLI's own parser (`setting.kind.convert`, what a run does
 with the environment variable) and to `helm template` (Helm 4 for every row, Helm 3 for a few):
 the verdict must be the same, and a refusal must be the CLI's one-line message with the chart's
 value name in place of the flag. An accepted value reaches the settings ConfigMap as the text
@@ -47,7 +47,7 @@ def _load_generator() -> Any:
 
 
 GEN = _load_generator()
-BY_ENV = {s.env: s for s in options.SETTINGS}
+BY_ENV = options.BY_ENV
 #: The io branch's grammar (issue 20 §5): a bare number means minutes only for the hold
 #: duration; every other duration needs a unit. Rows that depend on it are marked until the
 #: CLI says so (then `make chart-docs` regenerates the chart's grammar from it).
@@ -94,7 +94,7 @@ def test_the_reference_names_every_flag_variable_and_value_and_only_it_has_the_v
 
 def test_the_schema_generator_lives_outside_the_runtime_package():
     """Build-time code (issue 22): the settings types parse text, nothing else."""
-    assert not any(hasattr(type(s.type), "json_schema") for s in options.SETTINGS)
+    assert not any(hasattr(type(s.kind), "json_schema") for s in options.SETTINGS)
     settings = {k: v for k, v in SCHEMA["properties"].items() if k in GEN.FLAT}
     settings |= SCHEMA["properties"]["settings"]["properties"]
     assert "pattern" not in json.dumps(settings), "values are judged by _validate.tpl"
@@ -157,7 +157,7 @@ def cli_verdict(env: str, text: str) -> str | None:
     """None if the CLI accepts `text` in `env`, else its message after the flag's label."""
     param = _param(env)
     try:
-        BY_ENV[env].type.convert(text, param, None)
+        BY_ENV[env].kind.convert(text, param, None)
     except ConfigError as exc:
         label = options.label(param)
         message = str(exc)

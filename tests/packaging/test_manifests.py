@@ -26,7 +26,9 @@ import yaml
 from packaging.version import Version
 
 import reconcile
-from reconcile.cli.main import cli, hold_settings, run_settings
+from reconcile.cli import cli
+from reconcile.cli.options import Parsed, hold_settings, run_settings
+from reconcile.rule.settings import Mode
 
 ROOT = Path(__file__).resolve().parents[2]
 CRONJOB_DIR = ROOT / "cronjob"
@@ -637,8 +639,8 @@ def test_cli_accepts_every_env_value(target, monkeypatch):
         monkeypatch.setenv(name, value)
     command = cli.commands[container(render(target))["args"][0]]
     with command.make_context(command.name, []) as ctx:
-        hold = hold_settings(ctx.params)
-        run = run_settings(ctx.params)
+        hold = hold_settings(Parsed(ctx.params))
+        run = run_settings(Parsed(ctx.params), Mode.RECONCILE)
     assert hold.hold_duration.total_seconds() == seconds(env["HOLD_DURATION"])
     assert list(hold.annotations) == env["HOLD_ANNOTATION"].split(",")
     assert run.timeout.total_seconds() == seconds(env["NODE_HOLDER_TIMEOUT"])

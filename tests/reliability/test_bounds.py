@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from reconcile.cli.report import event_message
 from reconcile.cluster.apply import NodeResult, Outcome, write_order
 from reconcile.cluster.read import FIRST_PAGE, PAGE_BYTES
 from reconcile.rule.settings import HoldSettings, RunSettings
@@ -131,9 +132,8 @@ def test_each_result_is_reported_as_its_patch_lands(api: ApiServer, kubeconfig: 
             others_reported.set()
 
     hold = HoldSettings(hold_duration=timedelta(minutes=20))
-    result = run_once(
-        kube_for(kubeconfig), hold, RunSettings(workers=2, events=False), on_result=on_result
-    )
+    run = RunSettings(workers=2, events=False)
+    result = run_once(kube_for(kubeconfig), hold, run, describe=event_message, on_result=on_result)
 
     assert released_by_report == [True]  # reported while apply_plan was still running
     assert seen[0] != "n00" and sorted(seen) == NAMES  # completion order, once per node
