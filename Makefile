@@ -76,12 +76,14 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/deptry reconcile
 
-## bench: docs/performance.md's table, measured again: node-holder against kubectl, a naive
-## client and the floor at 5,000 and 15,000 nodes, then the memory cases (about 11 minutes;
-## a table to read, never a test)
+## bench: docs/performance.md's tables, measured again: node-holder against kubectl, a naive
+## client and the floor at 5,000 and 15,000 nodes, the memory cases, then what a hold start or
+## end asks of a large control plane, both mechanisms (about 13 minutes; tables to read, never
+## a test)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_runs.py --sizes 5000,15000 --skip-slow
 	$(PY) benchmarks/bench_memory.py
+	$(PY) benchmarks/bench_scale.py
 
 # --------------------------------------------------------------------------- the image
 # docs/install.md, "The image". As root, with no container daemon: buildah builds from the

@@ -98,7 +98,7 @@ _KINDS = {
     "label": (),
     "choice": ("choices",),
     "integer": ("low", "high"),
-    "number": ("low", "high"),
+    "number": ("low", "high", "auto"),
     "boolean": (),
 }
 
@@ -373,7 +373,8 @@ def accepts(setting: options.Setting) -> str:
     if kind.name == "integer":
         return f"an integer, {facts['low']:,} to {facts['high']:,}"
     if kind.name == "number":
-        return f"a number, {facts['low']:,g} to {facts['high']:,g}"
+        auto = "`auto` or " if facts["auto"] else ""
+        return f"{auto}a number, {facts['low']:,g} to {facts['high']:,g}"
     return _ACCEPTS[kind.name]
 
 

@@ -109,10 +109,10 @@ def integer(low: int, high: int) -> Kind[int]:
     )
 
 
-def number(low: float, high: float) -> Kind[float]:
-    return Kind(
-        "number", lambda text: s.parse_number(text, low, high), low=low, high=high, metavar="N"
-    )
+def rate(high: float) -> Kind[float | None]:
+    """A number of writes a second, or auto (None)."""
+    parse = functools.partial(s.parse_rate, high=high)
+    return Kind("number", parse, low=0, high=high, auto=True, metavar="N")
 
 
 def _given(text: str) -> str:
@@ -301,9 +301,10 @@ WORKERS = Setting(
 QPS = Setting(
     "--qps",
     "NODE_HOLDER_QPS",
-    number(0, 10_000),
-    "Client-side limit on requests per second (0: no limit).",
-    "1000",
+    rate(10_000),
+    "Node writes a second at most; auto: max(200, nodes/300). Halved on 429 and on slow "
+    "answers, then recovers slowly; reconcile ends a hold at half the rate. 0: no limit.",
+    "auto",
 )
 EVENTS = Setting(
     "--events/--no-events",

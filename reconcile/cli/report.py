@@ -382,11 +382,30 @@ def bad_values(plan: Plan) -> list[str]:
     ]
 
 
+#: More node patches than this in one hold start or end is a burden on the control plane:
+#: each one goes to every client that watches all Nodes (docs/performance.md).
+LARGE_EDGE = 20_000
+
+
+def large_edge(plan: Plan) -> str | None:
+    """A hold start or end too large for the control plane's watchers (final JSON: largeEdge)."""
+    if (patches := len(plan.patches)) <= LARGE_EDGE:
+        return None
+    return (
+        f"this hold start or end patches {patches} nodes (more than {LARGE_EDGE:,}), each patch "
+        "sent to every client that watches all Nodes: hold each NodePool on its own "
+        "(--hold-scope group), or use the NodePool-budget mechanism (--mechanism budget, "
+        "coming: one write per NodePool)"
+    )
+
+
 def warnings(result: RunResult, command: str) -> list[str]:
     """What stderr says about this run besides errors: settings that select nothing, bad
-    NodePool settings, and a dry run's holds left in place (a dry run removes nothing: they
-    stay until a real run or a release)."""
+    NodePool settings, a hold edge too large, and a dry run's holds left in place (a dry run
+    removes nothing: they stay until a real run or a release)."""
     found = [*unheeded(result.plan), *bad_values(result.plan)]
+    if edge := large_edge(result.plan):
+        found.append(edge)
     if command != "reconcile" or not result.dry_run:
         return found
     owned = sum(1 for d in result.plan.decisions if any(s is KeyState.OURS for _, s in d.keys))
@@ -511,6 +530,7 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
         "scope": str(plan.hold.scope),
         "holdDuration": format_duration(plan.hold.hold_duration),
         "annotations": list(plan.hold.annotations),
+        "largeEdge": large_edge(plan) is not None,
         **_headline(plan),
         **_listed("windows", [window_json(w, plan.now) for w in windows], whole),
         **_listed("errors", [*result.errors, *result.event_errors], whole),

@@ -32,7 +32,7 @@ from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
 from reconcile.cluster.read import Keys, read_node
 from reconcile.rule.decide import NodePatch, Plan, Transition, recorded_events
 from reconcile.rule.nodes import MalformedNode
-from reconcile.rule.settings import RunSettings, format_time
+from reconcile.rule.settings import Mode, RunSettings, format_time
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +144,11 @@ class _Patcher:
         def send(timeout: float) -> str:
             return self.kube.patch_node(patch.node, patch.body(), timeout=timeout)
 
+        # A hold ends at half the rate it starts at (a patch that only removes costs twice):
+        # the nodes go back to consolidation gently. `release` removes at the full rate.
+        ending = self.plan.mode is Mode.RECONCILE and patch.removed and not patch.added
         try:
-            self.pool.retry(send, f"node/{node}: patch", write=True)
+            self.pool.retry(send, f"node/{node}: patch", write=True, cost=2 if ending else 1)
         except _SENT_ERRORS as exc:
             if isinstance(exc, Unauthorized | Forbidden):
                 self.refused.append(exc.explain())
@@ -189,16 +192,18 @@ def apply_plan(
     pool: Pool,
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> ApplyResult:
-    """Send every patch of the plan; never raises for a single node's failure.
+    """Send every patch of the plan, in `write_order` at the rate the limiter fits to the
+    cluster (reconcile.cluster.pool); never raises for a single node's failure.
 
     `workers` threads each take the next patch when they are free, so only the patches in
     flight exist as pending work (not one queued task per node). `on_result` is called once
     per node as soon as its result is known, one call at a time, so that a report can print
     each line as its patch lands (a run killed later still leaves those lines in its log).
     """
-    patches = plan.patches
+    patches = write_order(plan)
     if not patches:
         return ApplyResult(())
+    pool.limiter.fit(len(plan.decisions))
     patcher = _Patcher(plan, kube, pool, time.monotonic())
     results: list[NodeResult | None] = [None] * len(patches)
     upcoming = iter(enumerate(patches))
@@ -234,6 +239,17 @@ def apply_plan(
         timed_out=pool.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
         fatal=patcher.refused[0] if patcher.refused else None,
     )
+
+
+def write_order(plan: Plan) -> list[NodePatch]:
+    """The plan's patches, holds before releases, each youngest node first: Karpenter's
+    consolidation takes empty and cheap nodes first, and from metadata the tool knows a node's
+    age, not its pods; a node that just arrived is the likeliest to be near-empty."""
+    patched = sorted(
+        (d for d in plan.decisions if d.patch is not None), key=lambda d: d.created, reverse=True
+    )
+    patched.sort(key=lambda d: not d.held)  # stable: youngest first within each
+    return [d.patch for d in patched if d.patch is not None]
 
 
 def record_events(

@@ -97,7 +97,7 @@ class RunSettings:
     clock: Clock = Clock.SERVER
     timeout: timedelta = timedelta(seconds=45)
     workers: int = 8
-    qps: float = 1000.0  # a ceiling: the 8 workers bound the rate first (docs/performance.md)
+    qps: float | None = None  # node writes a second; None: auto (reconcile.cluster.pool)
     page_size: int = 500
     events: bool = True
     output: Output = Output.TEXT
@@ -302,6 +302,16 @@ def parse_number(text: str, low: float, high: float, whole: bool = False) -> flo
     if not low <= value <= high:
         raise Invalid("is out of range", fix)
     return value
+
+
+def parse_rate(text: str, high: float) -> float | None:
+    """Writes a second, 0 (no limit) to `high`, or auto: None, the tool fits it to the cluster."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return parse_number(text, 0, high)
+    except Invalid as exc:
+        raise Invalid(exc.problem, f"use auto or {exc.fix.removeprefix('use ')}") from None
 
 
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")

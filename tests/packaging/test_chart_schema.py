@@ -277,7 +277,10 @@ ROWS: list[Any] = [
     *(("logFormat", v) for v in ["JSON", "xml"]),
     *(("output", v) for v in ["text", "yaml"]),
     *(("settings.NODE_HOLDER_WORKERS", v) for v in [8, "+8", 0, 65, 16.5, "8x"]),
-    *(("settings.NODE_HOLDER_QPS", v) for v in [0.5, "5.", ".5", 10001, "x", "1e3"]),
+    *(
+        ("settings.NODE_HOLDER_QPS", v)
+        for v in [0.5, "5.", ".5", 10001, "x", "1e3", "auto", "Auto", "autox"]
+    ),
     *(("settings.NODE_HOLDER_PAGE_SIZE", v) for v in [500, "0"]),
     *(("settings.NODE_HOLDER_CLOCK", v) for v in ["local", "utc"]),
     *(("settings.NODE_HOLDER_VERBOSE", v) for v in [3, 4]),

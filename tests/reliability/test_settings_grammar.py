@@ -56,7 +56,7 @@ TEXTS: dict[str, list[str]] = {
     "page_size": ["500", "0", "10001", "1.5"],
     "dry_run": ["false", "yes", "maybe"],
     "workers": ["8", "65", "many"],
-    "qps": ["1000", "0.5", "-1", "inf", "nan"],
+    "qps": ["1000", "0.5", "-1", "inf", "nan", "auto", " AUTO ", "automatic", ""],
     "events": ["true", "off", "sometimes"],
     "kubeconfig": ["/tmp/kc.yaml"],
     "suspend_cronjob": ["node-holder/node-holder", "x", "a/b/c", "UP/x", "ns/" + "n" * 53],

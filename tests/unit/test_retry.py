@@ -1,4 +1,4 @@
-"""Retry policy, deadline and rate limiter, with a fake clock: no sleeping, no timing."""
+"""Retry policy, deadline, rate limiter and its back-off, on a fake clock: no sleeps, no timing."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ import pytest
 
 from reconcile.cluster.errors import ApiError, TransportError, error_for_status
 from reconcile.cluster.pool import (
+    MIN_QPS,
+    RECOVERY,
+    SAMPLES,
+    SLOW,
     Backoff,
     Deadline,
     DeadlineExceeded,
@@ -174,3 +178,80 @@ def test_writes_wait_for_the_rate_limit_and_reads_do_not() -> None:
     for _ in range(5):
         limited.retry(lambda t: None, "write", write=True)
     assert clock.now == pytest.approx(0.4, rel=0.01)  # the first from the burst, 4 at 10/s
+
+
+# --- the write rate: auto, and backing off (issue 24) ----------------------------------
+
+
+def test_the_auto_rate_is_200_or_one_write_a_second_per_300_nodes_and_qps_overrides_it() -> None:
+    for nodes, rate in [(0, 200), (5_000, 200), (60_000, 200), (100_000, 100_000 / 300)]:
+        auto = RateLimiter(None, burst=8)
+        auto.fit(nodes)
+        assert auto.ceiling == auto.qps == pytest.approx(rate)
+    given = RateLimiter(50, burst=8)
+    given.fit(100_000)
+    assert given.ceiling == given.qps == 50
+
+
+def test_a_429_halves_the_rate_once_a_second_and_quick_answers_win_it_back_slowly() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock, 1000)
+    limiter = RateLimiter(200, burst=8, clock=clock)
+    tries = iter([error_for_status(429, "TooManyRequests", "slow down", retry_after=0), None])
+
+    def answer(timeout: float) -> None:
+        clock.now += 0.01
+        if (error := next(tries)) is not None:
+            raise error
+
+    Pool(8, limiter, Backoff(), deadline, stop, 10).retry(answer, "patch", write=True)
+    halved = 100 + 200 * RECOVERY * 0.01  # the quick retry 0.01 s later gives a little back
+    assert limiter.qps == pytest.approx(halved)
+    limiter.observe(0.01, throttled=True)  # eight workers hit by the same overload: once a second
+    assert limiter.qps == pytest.approx(halved)
+    clock.now += 1
+    limiter.observe(0.01, throttled=True)
+    assert limiter.qps == pytest.approx(halved / 2)
+    for _ in range(5):  # 5 s of quick answers give back 5/30 of the ceiling
+        clock.now += 1
+        limiter.observe(0.01)
+    assert limiter.qps == pytest.approx(halved / 2 + 200 * RECOVERY * 5)
+    clock.now += 60
+    limiter.observe(0.01)
+    assert limiter.qps == 200  # never above the ceiling
+
+    def overloaded(timeout: float) -> None:
+        clock.now += timeout
+        raise error_for_status(429, "TooManyRequests", "slow down", retry_after=0)
+
+    with pytest.raises(ApiError):
+        Pool(8, limiter, Backoff(attempts=1), deadline, stop, 10).retry(overloaded, "list")
+    assert limiter.qps == 200  # only writes steer the rate
+
+
+def test_a_slow_p95_of_the_last_20_writes_halves_the_rate_one_outlier_does_not() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(200, burst=8, clock=clock)
+    for seconds in [0.05] * (SAMPLES - 1) + [5.0]:
+        clock.now += 0.1
+        limiter.observe(seconds)
+    assert limiter.qps == 200  # one slow answer in 20 is not the p95
+    limiter.observe(1.5)
+    assert limiter.qps == 100  # two in 20 are
+    for _ in range(SAMPLES * 10):  # a server that stays slow: halved at every 20 samples
+        clock.now += 0.1
+        limiter.observe(SLOW + 0.5)
+    assert limiter.qps == pytest.approx(MIN_QPS)  # down to the floor, never to a stop
+
+
+def test_a_patch_that_ends_a_hold_costs_two_tokens_so_holds_end_at_half_the_rate() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock, 1000)
+    for burst in (1, 8):
+        limiter = RateLimiter(10, burst=burst, clock=clock)
+        for _ in range(burst):
+            limiter.acquire(deadline, stop)  # spend the burst
+        start = clock.now
+        for _ in range(20):
+            limiter.acquire(deadline, stop, cost=2)
+        assert clock.now - start == pytest.approx(4.0, abs=0.2)  # 20 at 5/s, not 2 s at 10/s
