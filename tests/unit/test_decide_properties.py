@@ -118,6 +118,25 @@ def clusters(draw: st.DrawFn) -> list[NodeView]:
     return nodes
 
 
+#: Nodes of a few NodePools, young enough for their own holds and caps to matter.
+young = st.integers(min_value=-300, max_value=3 * 3600).map(lambda s: timedelta(seconds=s))
+pool_settings = st.fixed_dictionaries(
+    {}, optional={NODE_HOLD: pool_holds, NODE_MAX_HOLD: pool_caps}
+)
+pool_nodes = st.lists(st.tuples(young, label_maps, pool_settings), max_size=8).map(
+    lambda rows: [
+        NodeView(f"node-{i}", T0 - age, str(i + 1), f"uid-{i}", False, labels, own)
+        for i, (age, labels, own) in enumerate(rows)
+    ]
+)
+newcomers = st.builds(
+    lambda age, labels, own: NodeView("newcomer", T0 - age, "999", "uid-new", False, labels, own),
+    young,
+    label_maps,
+    pool_settings,
+)
+
+
 def foreign(view: NodeView) -> dict[str, str]:
     """Everything on the node that is not ours: must survive every run untouched."""
     claimed, pinned = claimed_keys(view.annotations), pinned_keys(view.annotations)
@@ -214,7 +233,7 @@ def test_hold_then_release_restores_annotations_exactly(
 
 
 @settings(max_examples=300, deadline=None)
-@given(nodes=clusters(), hold=hold_settings)
+@given(nodes=st.one_of(clusters(), pool_nodes), hold=hold_settings)
 def test_never_released_while_a_young_trigger_node_exists(
     nodes: list[NodeView], hold: HoldSettings
 ) -> None:
@@ -282,16 +301,8 @@ def uncapped(nodes: list[NodeView]) -> list[NodeView]:
     ]
 
 
-newcomers = st.builds(
-    lambda age, labels, own: NodeView("newcomer", T0 - age, "999", "uid-new", False, labels, own),
-    ages,
-    label_maps,
-    st.fixed_dictionaries({}, optional={NODE_HOLD: pool_holds, NODE_MAX_HOLD: pool_caps}),
-)
-
-
 @settings(max_examples=200, deadline=None)
-@given(nodes=clusters(), hold=hold_settings, newcomer=newcomers)
+@given(nodes=pool_nodes, hold=hold_settings, newcomer=newcomers)
 def test_a_new_node_never_shortens_a_hold_whatever_its_own_duration(
     nodes: list[NodeView], hold: HoldSettings, newcomer: NodeView
 ) -> None:
@@ -308,7 +319,7 @@ def test_a_new_node_never_shortens_a_hold_whatever_its_own_duration(
 
 
 @settings(max_examples=200, deadline=None)
-@given(nodes=clusters(), hold=hold_settings, newcomer=newcomers)
+@given(nodes=st.one_of(clusters(), pool_nodes), hold=hold_settings, newcomer=newcomers)
 def test_a_new_node_never_lengthens_the_cap_of_a_window_with_trigger_nodes(
     nodes: list[NodeView], hold: HoldSettings, newcomer: NodeView
 ) -> None:
