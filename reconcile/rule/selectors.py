@@ -71,24 +71,17 @@ _EXISTS_RE = re.compile(r"^\s*(!?)\s*([^\s!=<>,()]+)\s*$")
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside `( ... )`."""
-    parts: list[str] = []
-    current: list[str] = []
-    depth = 0
+    depth, parts = 0, [""]
     for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth < 0:
-                raise SelectorError("unbalanced ')'")
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            raise SelectorError("unbalanced ')'")
         if ch == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
+            parts.append("")
         else:
-            current.append(ch)
+            parts[-1] += ch
     if depth:
         raise SelectorError("unbalanced '('")
-    parts.append("".join(current))
     return parts
 
 
