@@ -7,9 +7,11 @@ Events come from the plan's transitions as the real run counts them (`recorded_e
 those of a window that had a patch land, at most MAX_EVENTS a run). Nothing here interprets
 annotation keys or decides anything.
 
-A window is decided again only at a run where its decision can change, and alike nodes are
-decided once (see `_Replay` and `_Class`; docs/simulate.md says why no figure changes).
-`exact=True` does neither: the run-by-run replay that the tests compare with.
+Two shortcuts keep it fast, and neither changes a figure (docs/simulate.md says why): a
+window is decided again only at a run where its decision can change, and decide() sees one
+node of each class of alike nodes plus, of the nodes whose creation may still move the
+window's hold, those the hold depends on (`_Replay._views`). `exact=True` takes neither:
+every window with every node at every run, the reference the tests compare with.
 """
 
 from __future__ import annotations
@@ -21,17 +23,20 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from reconcile.rule.decide import (
     HoldWindow,
-    NodePatch,
     NodeView,
     Plan,
     decide,
+    hold_windows,
     recorded_events,
     window_name,
 )
 from reconcile.rule.settings import (
+    FREE_UNTIL,
+    HOLD_STARTED,
     ConfigError,
     HoldSettings,
     RunSettings,
@@ -45,11 +50,14 @@ from reconcile.simulate.timeline import Timeline, TimelineNode, iso, load_timeli
 MAX_RUNS = 20_160  # 14 days at one run a minute, per configuration
 MAX_COLUMNS = 8
 MAX_SWEEP = 12
-MIN_INTERVAL = timedelta(seconds=10)
 ANCIENT = timedelta(days=30)  # creation time given to nodes whose creation is unknown
 COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h"
 SWEEP = "5m,10m,15m,20m,30m,45m,1h,2h"  # `--sweep` without durations
 PAGE_SIZE = RunSettings().page_size  # a run lists its nodes in pages of the CronJob's default
+#: The stamps decide() reads from a window's nodes as one set of values, whichever nodes
+#: carry them: a class of alike nodes brings the same values as all its members.
+STAMPS = frozenset({HOLD_STARTED, FREE_UNTIL})
+FEW = 8  # recent nodes decide() sees all of: fewer cost less than finding which it needs
 
 #: Told how far a replay has come: (configuration label, runs done, runs in all).
 Progress = Callable[[str, int, int], None]
@@ -88,8 +96,15 @@ def parse_compare(
         where = f"{option}: column {n}" + (f" ({spec!r})" if spec else "")
         if not spec:
             raise ConfigError(f"{where} is empty; {example}")
-        duration, *parts = [p.strip() for p in spec.split("/")]
-        hold = replace(base, hold_duration=_compare_duration(duration, where, example))
+
+        def duration(raw: str, what: str, where: str = where) -> timedelta:
+            try:
+                return parse_duration(raw, bare_minutes=what == "hold duration")
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {what} {raw!r} {exc}; {example}") from None
+
+        first, *parts = [p.strip() for p in spec.split("/")]
+        hold = replace(base, hold_duration=duration(first, "hold duration"))
         caps = [p[4:].strip() for p in parts if p.lower().startswith("max=")]
         scopes = [p for p in parts if not p.lower().startswith("max=")]
         for kind, given in (("scope", scopes), ("max", caps)):
@@ -104,8 +119,7 @@ def parse_compare(
             hold = replace(hold, scope=Scope(scope.lower()))
         for cap in caps:
             none = cap.lower() == "none"
-            cap_hold = None if none else _compare_duration(cap, where, example, "max hold")
-            hold = replace(hold, max_hold=cap_hold)
+            hold = replace(hold, max_hold=None if none else duration(cap, "max hold"))
         if not caps and hold.max_hold is not None and hold.max_hold < hold.hold_duration:
             hold = replace(hold, max_hold=None)  # a longer hold drops the inherited cap
         check_max_hold(hold, option=where, env=None)
@@ -116,15 +130,6 @@ def parse_compare(
             "primary one"
         )
     return columns
-
-
-def _compare_duration(
-    text: str, where: str, example: str, what: str = "hold duration"
-) -> timedelta:
-    try:
-        return parse_duration(text, bare_minutes=what == "hold duration")
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {what} {text!r} {exc}; {example}") from None
 
 
 def configurations(base: HoldSettings, columns: list[HoldSettings]) -> list[HoldSettings]:
@@ -195,8 +200,7 @@ def replay_window(
     return window
 
 
-@dataclass(frozen=True)
-class Schedule:
+class Schedule(NamedTuple):
     """Which timeline nodes arrive and leave at each run, and those no run ever sees."""
 
     arrivals: Mapping[int, list[TimelineNode]]
@@ -214,13 +218,9 @@ def schedule(timeline: Timeline, window: Window) -> Schedule:
         first = 0
         if node.created is not None and node.created > window.start:
             first = window.index(node.created)
-        leave = None
-        if node.deleted is not None:
-            if node.deleted <= window.start:
-                continue  # gone before the replay starts
-            leave = window.index(node.deleted)
-        if first >= window.runs:
-            continue
+        if (node.deleted is not None and node.deleted <= window.start) or first >= window.runs:
+            continue  # gone before the replay starts, or born after it
+        leave = window.index(node.deleted) if node.deleted is not None else None
         if leave is not None and leave <= first:
             unseen.append(node.name)
             continue
@@ -312,19 +312,16 @@ class ReplayOptions:
 # --- one configuration, change by change ---------------------------------------------------
 
 
-Key = tuple[str | None, frozenset, frozenset]  # (node decided alone, labels, annotations)
+Key = tuple[str | None, frozenset, frozenset]  # (node, in the exact replay; labels; annotations)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Class:
-    """Nodes of one window that decide() cannot tell apart: same labels, same annotations.
+    """Nodes of one window that decide() cannot tell apart: same labels, same annotations
+    (a node's decision never depends on its name or creation). In the exact replay each
+    node is a class of its own."""
 
-    decide() sees the youngest member, and every member gets its patch. A node decided alone
-    (in the exact replay; with a cap, until its window's next quiet spell) is a class of one.
-    """
-
-    window: str
-    alone: str | None  # the node's name, if it is decided alone
+    alone: str | None
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     members: dict[str, datetime] = field(default_factory=dict)  # name -> creation time
@@ -338,35 +335,41 @@ class _Class:
         """Take in `members`, whose youngest is `top` (None: not known)."""
         fresh = not self.members
         self.members.update(members)
-        if fresh or self.top is None or top is None:
-            self.top = top if fresh else None
-        else:
-            self.top = max(self.top, top)
+        self.top = top if fresh else (top and self.top and max(self.top, top))
 
-    def view(self) -> NodeView:
+    def youngest(self) -> str:
         if self.top is None:
             self.top = max((created, name) for name, created in self.members.items())
-        created, name = self.top
-        return NodeView(name, created, "1", f"sim-{name}", False, self.labels, self.annotations)
+        return self.top[1]
+
+    def view(self, name: str, light: bool = False) -> NodeView:
+        """`light`: without the stamps, for asking decide's hold_windows() about creation
+        times only (parsing the stamps is most of a window's cost)."""
+        annotations = self.annotations
+        if light and not STAMPS.isdisjoint(annotations):
+            annotations = {k: v for k, v in annotations.items() if k not in STAMPS}
+        created = self.members[name]
+        return NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
 
 
 @dataclass
 class _Win:
-    """One hold window: its nodes, by class, and its last decision."""
+    """One hold window: its nodes, by class; those whose creation may still move its hold;
+    its last decision."""
 
     classes: dict[Key, _Class] = field(default_factory=dict)
+    recent: dict[str, datetime] = field(default_factory=dict)  # since its last quiet spell
+    #: Of the recent nodes, those its hold depends on (None: to be found among all of them);
+    #: right while none of them and no recent node before them has left.
+    chain: list[str] | None = None
+    pending: set[str] = field(default_factory=set)  # arrived since it was last decided
     last: HoldWindow | None = None
 
 
-def _changed(annotations: Mapping[str, str], patch: NodePatch) -> dict[str, str]:
-    """The annotations after the API server applied the patch's changes."""
-    result = dict(annotations)
-    for key, value in patch.changes:
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = value
-    return result
+def _shape(window: HoldWindow) -> tuple:
+    """What a window's hold is made of, before decide() reads the stamps (`STAMPS`)."""
+    return (window.youngest, window.youngest_created, window.hold_until, window.stretch_start,
+            window.capped)  # fmt: skip
 
 
 class _Replay:
@@ -382,12 +385,12 @@ class _Replay:
         self.wins: dict[str, _Win] = {}
         self.where: dict[str, _Class] = {}  # node -> its class
         self.group: dict[str, str | None] = {}  # node -> its --group-label value
+        self.ends: dict[str, datetime | None] = {}  # node -> end of a hold it alone would start
         self.open: dict[str, Period] = {}
         self.due: dict[int, set[str]] = {}  # run -> windows to decide then
         self.queue: list[int] = []  # the runs in `due`, earliest first
         self.present = self.carrying = 0
         self.kept: list[tuple[datetime, datetime, str | None]] = []  # removed while held
-        self.pooled = not options.exact and hold.max_hold is None  # classes from the start
 
     def carries(self, annotations: Mapping[str, str]) -> bool:
         return any(key in annotations for key in self.hold.annotations)
@@ -407,11 +410,11 @@ class _Replay:
                 names.update(self.wins)
             if self.options.exact:
                 self._due(i + 1)
-            writes, plans = 0, []
-            for name in sorted(names & self.wins.keys()):
-                w, plan_ = self._decide(name, i, tick)
-                writes, plans = writes + w, [*plans, plan_]
-            self._record(1, writes, self._events(plans))
+            plans = [self._decide(name, i, tick) for name in sorted(names & self.wins.keys())]
+            transitions = [t for p, _ in plans for t in p.transitions]
+            patches = [patch for p, _ in plans for patch in p.patches]
+            events = len(recorded_events(transitions, patches)) if self.options.events else 0
+            self._record(1, sum(w for _, w in plans), events)
             self.result.replayed += 1
             done = i + 1
         if runs > done:
@@ -437,48 +440,43 @@ class _Replay:
         result.events += events
         result.requests += runs * max(1, math.ceil(self.present / PAGE_SIZE)) + writes + events
         if self.options.observe:
+            classes = [c for win in self.wins.values() for c in win.classes.values()]
+            views = [c.view(name) for c in classes for name in c.members]
             for i in range(result.runs - runs, result.runs):
-                self.options.observe(self.window.tick(i), self._views())
+                self.options.observe(self.window.tick(i), views)
         if self.options.progress:
             self.options.progress(result.label, result.runs, self.window.runs)
-
-    def _views(self) -> list[NodeView]:
-        return [
-            NodeView(name, created, "1", f"sim-{name}", False, cls.labels, cls.annotations)
-            for win in self.wins.values()
-            for cls in win.classes.values()
-            for name, created in cls.members.items()
-        ]
 
     # --- the nodes -------------------------------------------------------------------------
 
     def _arrive(self, node: TimelineNode) -> str:
         created = (node.created or self.window.start - ANCIENT).replace(microsecond=0)
         labels = {k: node.labels[k] for k in self.hold.label_keys if k in node.labels}
-        annotations = dict(node.annotations)
         name = window_name(NodeView(node.name, created, labels=labels), self.hold)
-        self.wins.setdefault(name, _Win())
-        alone = None if self.pooled else node.name
-        self._join(
-            _Class(name, alone, labels, annotations), {node.name: created}, (created, node.name)
-        )
+        win = self.wins.setdefault(name, _Win())
+        alone = node.name if self.options.exact else None
+        cls = _Class(alone, labels, dict(node.annotations))
+        self._join(win, cls, {node.name: created}, (created, node.name))
+        win.recent[node.name] = created
+        win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
         self.present += 1
-        self.carrying += self.carries(annotations)
+        self.carrying += self.carries(node.annotations)
         return name
 
     def _join(
-        self, cls: _Class, members: Mapping[str, datetime], top: tuple[datetime, str] | None
+        self, win: _Win, cls: _Class, members: Mapping[str, datetime], top: tuple | None
     ) -> None:
-        """`members` join the class that looks like `cls` in its window (or `cls` itself)."""
-        cls = self.wins[cls.window].classes.setdefault(cls.key, cls)
+        """`members` join the class of `win` that looks like `cls` (or `cls` itself)."""
+        cls = win.classes.setdefault(cls.key, cls)
         cls.add(members, top)
         for node in members:
             self.where[node] = cls
 
     def _leave(self, node: TimelineNode, tick: datetime) -> str:
         cls = self.where.pop(node.name)
-        win = self.wins[cls.window]
+        name = window_name(cls.view(node.name), self.hold)
+        win = self.wins[name]
         del cls.members[node.name]
         if cls.top and cls.top[1] == node.name:
             cls.top = None
@@ -491,68 +489,137 @@ class _Replay:
             if last and last.held and last.hold_until and node.deleted < last.hold_until:  # type: ignore[operator]
                 self.kept.append((node.deleted, last.hold_until, self.group[node.name]))  # type: ignore[arg-type]
         self.present -= 1
-        del self.group[node.name]
+        chain, recent, gone = win.chain, win.recent, node.name
+        if chain and gone in recent and (gone in chain or recent[gone] < recent[chain[0]]):
+            win.chain = None  # a node the hold depends on left, or one before them
+        win.pending.discard(node.name)
+        for table in (win.recent, self.ends, self.group):
+            table.pop(node.name, None)
         if not win.classes:
-            del self.wins[cls.window]
-            if cls.window in self.open:
-                self._close(cls.window, tick)
-        return cls.window
+            del self.wins[name]
+            if name in self.open:
+                self._close(name, tick)
+        return name
 
     # --- deciding ------------------------------------------------------------------------
 
-    def _events(self, plans: Sequence[Plan]) -> int:
-        """The Events the run records, as a real run counts them (at most MAX_EVENTS)."""
-        transitions = [t for p in plans for t in p.transitions]
-        patches = [patch for p in plans for patch in p.patches]
-        return len(recorded_events(transitions, patches)) if self.options.events else 0
-
-    def _decide(self, name: str, i: int, tick: datetime) -> tuple[int, Plan]:
-        """Decide one window, apply its patches; returns (writes, its plan)."""
+    def _decide(self, name: str, i: int, tick: datetime) -> tuple[Plan, int]:
+        """Decide one window and apply its patches: (its plan, the node writes)."""
         win = self.wins[name]
-        if not self.pooled and not self.options.exact:
-            self._settle(win, tick)
-        views = [cls.view() for cls in win.classes.values()]
-        classes = dict(zip((v.name for v in views), win.classes.values(), strict=True))
+        views = self._views(win, tick)
         plan = decide(views, tick, self.hold)
         if [w.name for w in plan.windows] != [name]:
             raise SimulationFailed(f"decide() did not keep the nodes of {name} in one window")
         (window,) = plan.windows
-        held = sum(len(classes[d.node].members) for d in plan.decisions if d.held)
-        writes = sum(len(classes[p.node].members) for p in plan.patches)
-        self._apply(win, [(classes[p.node], p) for p in plan.patches])
+        held = sum(len(c.members) for c in {self.where[d.node] for d in plan.decisions if d.held})
+        patches: dict[_Class, Sequence] = {}
+        for patch in plan.patches:  # alike nodes get alike patches: one for each class
+            patches.setdefault(self.where[patch.node], patch.changes)
+        writes = sum(len(c.members) for c in patches)
+        self._apply(win, patches)
         self._period(name, window, held, tick)
         win.last = window
         for moment in (getattr(window, t) for t in _TIMES):
             if isinstance(moment, datetime) and moment > tick:
                 self._due(self.window.index(moment), name)
-        if plan.patches:
+        if patches:
             self._due(i + 1, name)  # its nodes changed: decided again at the next run
-        return writes, plan
+        return plan, writes
+
+    def _views(self, win: _Win, now: datetime) -> list[NodeView]:
+        """What decide() is given for a window: in the exact replay, every node. Otherwise
+        one node of each class and, of the nodes since the window's last quiet spell, those
+        its hold depends on (`_chain`), found among the last ones and the new arrivals.
+        That these give the same hold as all of them is checked with decide's own
+        hold_windows(); where not, decide() sees them all."""
+        if self.options.exact:
+            return [c.view(c.youngest()) for c in win.classes.values()]
+        if win.chain is None or len(win.recent) <= FEW:
+            self._settle(win, now)
+        if len(win.recent) <= FEW:  # a chain would hardly be shorter: decide() sees them all
+            win.chain = None
+            return self._pick(win, list(win.recent))
+        base = win.recent if win.chain is None else {*win.chain, *win.pending}
+        win.pending = set()
+        triggers = sorted((n for n in base if self._end(n)), key=lambda n: (win.recent[n], n))
+        win.chain = []
+        if not triggers:  # then nothing since the quiet spell holds: any old node will do
+            return self._pick(win, [])
+        whole = self._light(triggers, now)
+        win.chain = self._chain(triggers, whole)
+        views = self._pick(win, win.chain)
+        if _shape(self._light([v.name for v in views if v.name in win.recent], now)) != _shape(
+            whole
+        ):
+            views = self._pick(win, list(win.recent))
+        return views
+
+    def _pick(self, win: _Win, names: Sequence[str]) -> list[NodeView]:
+        """The views of `names`, and of the youngest node of each class not among them."""
+        chosen = {self.where[n] for n in names}
+        rest = [c.view(c.youngest()) for c in win.classes.values() if c not in chosen]
+        return [self.where[n].view(n) for n in dict.fromkeys(names)] + rest
 
     def _settle(self, win: _Win, now: datetime) -> None:
-        """With a cap: the nodes created before the last gap of one hold and one cap (or that
-        long before now) join their classes. A trigger's part in any stretch (its hold, the
-        cap, the free period after it) ends within that span of its creation, so no later
-        stretch depends on which of them are there. With per-node settings, the span is the
-        longest hold plus the longest cap."""
+        """Forget the creation times before the window's last quiet spell: a gap of one hold
+        and one cap between two of its nodes, or since its youngest one. A trigger's part in
+        any stretch (its hold, the cap, the free period after it) ends within that span of
+        its creation, so no later hold depends on which of the earlier nodes are there. With
+        per-node settings (issue 23), the span is the longest hold plus the longest cap."""
         span = self.hold.hold_duration + (self.hold.max_hold or timedelta(0))
-        alone = sorted((c for c in win.classes.values() if c.alone), key=lambda c: c.view().created)
-        times = [c.view().created for c in alone] + [now]
-        cut = max((k for k in range(1, len(times)) if times[k] - times[k - 1] >= span), default=0)
-        for cls in alone[:cut]:
-            del win.classes[cls.key]
-            self._join(replace(cls, alone=None, members={}), cls.members, cls.top)
+        kept: dict[str, datetime] = {}
+        later = now
+        for name, created in sorted(win.recent.items(), key=lambda kv: kv[1], reverse=True):
+            if later - created >= span:
+                break
+            kept[name], later = created, created
+        win.recent = kept
 
-    def _apply(self, win: _Win, patches: Sequence[tuple[_Class, NodePatch]]) -> None:
-        """Each patch's changes on every member of its class."""
-        for cls, patch in patches:
-            new = _changed(cls.annotations, patch)
+    def _light(self, names: Sequence[str], now: datetime) -> HoldWindow:
+        """decide's window of these nodes of one window, from their creation times."""
+        views = [self.where[n].view(n, light=True) for n in names]
+        (window,) = hold_windows(views, now, self.hold).values()
+        return window
+
+    def _end(self, name: str) -> datetime | None:
+        """When a hold that this node alone starts ends, as decide() says (None: the node
+        starts no hold): its own hold duration, whatever the rule reads it from."""
+        if name not in self.ends:
+            self.ends[name] = self._light([name], self.where[name].members[name]).hold_until
+        return self.ends[name]
+
+    def _chain(self, triggers: Sequence[str], whole: HoldWindow) -> list[str]:
+        """The start of the last stretch, then, while the hold goes on, the node that carries
+        it furthest, then the youngest node. Any of the other nodes may go away without
+        changing the hold these give: they arrived while it held and end before it does."""
+        start = next(n for n in triggers if self.where[n].members[n] == whole.stretch_start)
+        chain, reach, best = [start], self._end(start), None
+        for name in triggers[triggers.index(start) + 1 :]:
+            created, end = self.where[name].members[name], self._end(name)
+            if created >= reach and best is not None:  # type: ignore[operator]
+                chain.append(best)
+                reach, best = self._end(best), None
+            if created >= reach:  # type: ignore[operator]
+                break  # the stretch ended (or was capped): later nodes start nothing it holds
+            if end > reach and (best is None or end > self._end(best)):  # type: ignore[operator]
+                best = name
+        return [*chain, *([best] if best else []), whole.youngest]  # type: ignore[list-item]
+
+    def _apply(self, win: _Win, patches: Mapping[_Class, Sequence]) -> None:
+        """Each patch's changes, as the API server merges them, on every member of its class."""
+        for cls, changes in patches.items():
+            new = dict(cls.annotations)
+            for key, value in changes:
+                if value is None:
+                    new.pop(key, None)
+                else:
+                    new[key] = value
             self.carrying += len(cls.members) * (self.carries(new) - self.carries(cls.annotations))
             del win.classes[cls.key]
             cls.annotations = new
-        for cls, _ in patches:  # after all of them: a class that now looks like another joins it
+        for cls in patches:  # after all of them: a class that now looks like another joins it
             if win.classes.setdefault(cls.key, cls) is not cls:
-                self._join(cls, cls.members, cls.top)
+                self._join(win, cls, cls.members, cls.top)
 
     def _period(self, name: str, window: HoldWindow, held: int, tick: datetime) -> None:
         period = self.open.get(name)
@@ -649,19 +716,14 @@ def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Simulatio
     else:
         columns = parse_compare(asked.compare, base)
     holds = configurations(base, columns)
-    interval = asked.interval
-    if interval < MIN_INTERVAL or interval.total_seconds() % 1:
+    if asked.interval.total_seconds() % 1:
         raise ConfigError("--interval: use whole seconds, at least 10s (the CronJob runs every 1m)")
-    start, end = _moment(asked.start, "--start"), _moment(asked.end, "--end")
+    moments = []
+    for raw, option in ((asked.start, "--start"), (asked.end, "--end")):
+        try:
+            moments.append(None if raw is None else parse_time(raw))
+        except ValueError as exc:
+            raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
     timeline = load_timeline(list(paths))
-    window = replay_window(timeline, holds, interval, start, end, asked.last)
+    window = replay_window(timeline, holds, asked.interval, *moments, asked.last)
     return Simulation(timeline, window, holds, asked.sweep is not None)
-
-
-def _moment(raw: str | None, option: str) -> datetime | None:
-    if raw is None:
-        return None
-    try:
-        return parse_time(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
