@@ -57,7 +57,7 @@ PAGE_SIZE = RunSettings().page_size  # a run lists its nodes in pages of the Cro
 #: The stamps decide() reads from a window's nodes as one set of values, whichever nodes
 #: carry them: a class of alike nodes brings the same values as all its members.
 STAMPS = frozenset({HOLD_STARTED, FREE_UNTIL})
-FEW = 8  # recent nodes decide() sees all of: fewer cost less than finding which it needs
+FEW = 8  # a window of at most this many nodes: decide() sees them all (cheaper than choosing)
 
 #: Told how far a replay has come: (configuration label, runs done, runs in all).
 Progress = Callable[[str, int, int], None]
@@ -354,16 +354,17 @@ class _Class:
 
 @dataclass
 class _Win:
-    """One hold window: its nodes, by class; those whose creation may still move its hold;
-    its last decision."""
+    """One hold window: its nodes, by class, and its last decision."""
 
     classes: dict[Key, _Class] = field(default_factory=dict)
-    recent: dict[str, datetime] = field(default_factory=dict)  # since its last quiet spell
-    #: Of the recent nodes, those its hold depends on (None: to be found among all of them);
-    #: right while none of them and no recent node before them has left.
+    #: The nodes its hold depends on (`_Replay._chain`; None: to be found among all of them),
+    #: right while none of them and no older trigger node has left.
     chain: list[str] | None = None
     pending: set[str] = field(default_factory=set)  # arrived since it was last decided
     last: HoldWindow | None = None
+
+    def nodes(self) -> list[str]:
+        return [name for cls in self.classes.values() for name in cls.members]
 
 
 def _shape(window: HoldWindow) -> tuple:
@@ -457,7 +458,6 @@ class _Replay:
         alone = node.name if self.options.exact else None
         cls = _Class(alone, labels, dict(node.annotations))
         self._join(win, cls, {node.name: created}, (created, node.name))
-        win.recent[node.name] = created
         win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
         self.present += 1
@@ -477,7 +477,13 @@ class _Replay:
         cls = self.where.pop(node.name)
         name = window_name(cls.view(node.name), self.hold)
         win = self.wins[name]
-        del cls.members[node.name]
+        chain, created = win.chain, cls.members.pop(node.name)
+        if (
+            chain
+            and self.ends.get(node.name)
+            and (node.name in chain or created < self._born(chain[0]))
+        ):
+            win.chain = None  # a node its hold depends on left, or an older trigger node
         if cls.top and cls.top[1] == node.name:
             cls.top = None
         if not cls.members:
@@ -489,12 +495,9 @@ class _Replay:
             if last and last.held and last.hold_until and node.deleted < last.hold_until:  # type: ignore[operator]
                 self.kept.append((node.deleted, last.hold_until, self.group[node.name]))  # type: ignore[arg-type]
         self.present -= 1
-        chain, recent, gone = win.chain, win.recent, node.name
-        if chain and gone in recent and (gone in chain or recent[gone] < recent[chain[0]]):
-            win.chain = None  # a node the hold depends on left, or one before them
         win.pending.discard(node.name)
-        for table in (win.recent, self.ends, self.group):
-            table.pop(node.name, None)
+        self.ends.pop(node.name, None)
+        del self.group[node.name]
         if not win.classes:
             del self.wins[name]
             if name in self.open:
@@ -528,30 +531,26 @@ class _Replay:
 
     def _views(self, win: _Win, now: datetime) -> list[NodeView]:
         """What decide() is given for a window: in the exact replay, every node. Otherwise
-        one node of each class and, of the nodes since the window's last quiet spell, those
-        its hold depends on (`_chain`), found among the last ones and the new arrivals.
-        That these give the same hold as all of them is checked with decide's own
-        hold_windows(); where not, decide() sees them all."""
+        one node of each class and the nodes its hold depends on (`_chain`), found among
+        those of the last decision and the new arrivals while that is enough (see _Win),
+        else among all. That these give the same hold as all the nodes is checked with
+        decide's own hold_windows(); where not, decide() sees them all."""
         if self.options.exact:
             return [c.view(c.youngest()) for c in win.classes.values()]
-        if win.chain is None or len(win.recent) <= FEW:
-            self._settle(win, now)
-        if len(win.recent) <= FEW:  # a chain would hardly be shorter: decide() sees them all
-            win.chain = None
-            return self._pick(win, list(win.recent))
-        base = win.recent if win.chain is None else {*win.chain, *win.pending}
+        if sum(len(c.members) for c in win.classes.values()) <= FEW:
+            win.chain = None  # a chain would hardly be shorter: decide() sees them all
+            return self._pick(win, win.nodes())
+        base = win.nodes() if win.chain is None else {*win.chain, *win.pending}
         win.pending = set()
-        triggers = sorted((n for n in base if self._end(n)), key=lambda n: (win.recent[n], n))
+        triggers = sorted((n for n in base if self._end(n)), key=lambda n: (self._born(n), n))
         win.chain = []
-        if not triggers:  # then nothing since the quiet spell holds: any old node will do
+        if not triggers:  # no node starts a hold: which of them decide() sees changes nothing
             return self._pick(win, [])
         whole = self._light(triggers, now)
         win.chain = self._chain(triggers, whole)
         views = self._pick(win, win.chain)
-        if _shape(self._light([v.name for v in views if v.name in win.recent], now)) != _shape(
-            whole
-        ):
-            views = self._pick(win, list(win.recent))
+        if _shape(self._light([v.name for v in views], now)) != _shape(whole):
+            views = self._pick(win, win.nodes())
         return views
 
     def _pick(self, win: _Win, names: Sequence[str]) -> list[NodeView]:
@@ -560,20 +559,8 @@ class _Replay:
         rest = [c.view(c.youngest()) for c in win.classes.values() if c not in chosen]
         return [self.where[n].view(n) for n in dict.fromkeys(names)] + rest
 
-    def _settle(self, win: _Win, now: datetime) -> None:
-        """Forget the creation times before the window's last quiet spell: a gap of one hold
-        and one cap between two of its nodes, or since its youngest one. A trigger's part in
-        any stretch (its hold, the cap, the free period after it) ends within that span of
-        its creation, so no later hold depends on which of the earlier nodes are there. With
-        per-node settings (issue 23), the span is the longest hold plus the longest cap."""
-        span = self.hold.hold_duration + (self.hold.max_hold or timedelta(0))
-        kept: dict[str, datetime] = {}
-        later = now
-        for name, created in sorted(win.recent.items(), key=lambda kv: kv[1], reverse=True):
-            if later - created >= span:
-                break
-            kept[name], later = created, created
-        win.recent = kept
+    def _born(self, name: str) -> datetime:
+        return self.where[name].members[name]
 
     def _light(self, names: Sequence[str], now: datetime) -> HoldWindow:
         """decide's window of these nodes of one window, from their creation times."""
@@ -585,17 +572,17 @@ class _Replay:
         """When a hold that this node alone starts ends, as decide() says (None: the node
         starts no hold): its own hold duration, whatever the rule reads it from."""
         if name not in self.ends:
-            self.ends[name] = self._light([name], self.where[name].members[name]).hold_until
+            self.ends[name] = self._light([name], self._born(name)).hold_until
         return self.ends[name]
 
     def _chain(self, triggers: Sequence[str], whole: HoldWindow) -> list[str]:
         """The start of the last stretch, then, while the hold goes on, the node that carries
         it furthest, then the youngest node. Any of the other nodes may go away without
         changing the hold these give: they arrived while it held and end before it does."""
-        start = next(n for n in triggers if self.where[n].members[n] == whole.stretch_start)
+        start = next(n for n in triggers if self._born(n) == whole.stretch_start)
         chain, reach, best = [start], self._end(start), None
         for name in triggers[triggers.index(start) + 1 :]:
-            created, end = self.where[name].members[name], self._end(name)
+            created, end = self._born(name), self._end(name)
             if created >= reach and best is not None:  # type: ignore[operator]
                 chain.append(best)
                 reach, best = self._end(best), None
