@@ -3,15 +3,14 @@
 Every configuration replays the same runs, `--interval` apart, in memory: the timeline's
 deletions and arrivals change the nodes, `decide()` (the function the CronJob calls between
 reading and writing) plans the run, and each patch's changes are applied to its node.
-Events come from the plan's transitions as the real run counts them (`recorded_events`:
-those of a window that had a patch land, at most MAX_EVENTS a run). Nothing here interprets
-annotation keys or decides anything.
+Events are counted from the plan as a real run records them (`recorded_events`). Nothing
+here interprets annotation keys or decides anything.
 
 Two shortcuts keep it fast, and neither changes a figure (docs/simulate.md says why): a
 window is decided again only at a run where its decision can change, and decide() sees one
-node of each class of alike nodes plus, of the nodes whose creation may still move the
-window's hold, those the hold depends on (`_Replay._views`). `exact=True` takes neither:
-every window with every node at every run, the reference the tests compare with.
+node of each class of alike nodes plus the nodes the window's hold depends on
+(`_Replay._views`). `exact=True` takes neither: every window with every node at every run,
+the reference the tests compare with.
 """
 
 from __future__ import annotations
@@ -25,26 +24,9 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from reconcile.rule.decide import (
-    HoldWindow,
-    NodeView,
-    Plan,
-    decide,
-    hold_windows,
-    recorded_events,
-    window_name,
-)
-from reconcile.rule.settings import (
-    FREE_UNTIL,
-    HOLD_STARTED,
-    ConfigError,
-    HoldSettings,
-    RunSettings,
-    Scope,
-    check_max_hold,
-    format_duration,
-    parse_duration,
-)
+from reconcile.rule import decide as rules
+from reconcile.rule import settings
+from reconcile.rule.settings import ConfigError, HoldSettings, Scope, format_duration
 from reconcile.simulate.timeline import Timeline, TimelineNode, iso, load_timeline, parse_time
 
 MAX_RUNS = 20_160  # 14 days at one run a minute, per configuration
@@ -53,15 +35,15 @@ MAX_SWEEP = 12
 ANCIENT = timedelta(days=30)  # creation time given to nodes whose creation is unknown
 COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h"
 SWEEP = "5m,10m,15m,20m,30m,45m,1h,2h"  # `--sweep` without durations
-PAGE_SIZE = RunSettings().page_size  # a run lists its nodes in pages of the CronJob's default
+PAGE_SIZE = settings.RunSettings().page_size  # a run lists its nodes in the CronJob's pages
 #: The stamps decide() reads from a window's nodes as one set of values, whichever nodes
 #: carry them: a class of alike nodes brings the same values as all its members.
-STAMPS = frozenset({HOLD_STARTED, FREE_UNTIL})
+STAMPS = frozenset({settings.HOLD_STARTED, settings.FREE_UNTIL})
 FEW = 8  # a window of at most this many nodes: decide() sees them all (cheaper than choosing)
+_TIMES = [f.name for f in fields(rules.HoldWindow)]
 
 #: Told how far a replay has come: (configuration label, runs done, runs in all).
 Progress = Callable[[str, int, int], None]
-_TIMES = [f.name for f in fields(HoldWindow)]
 
 
 class SimulationFailed(Exception):
@@ -73,12 +55,9 @@ class SimulationFailed(Exception):
 
 def describe(hold: HoldSettings) -> str:
     """A configuration in `--compare` syntax: `20m`, `20m/group`, `20m/max=1h`."""
-    text = format_duration(hold.hold_duration)
-    if hold.scope is not Scope.CLUSTER:
-        text += f"/{hold.scope}"
-    if hold.max_hold is not None:
-        text += f"/max={format_duration(hold.max_hold)}"
-    return text
+    scope = "" if hold.scope is Scope.CLUSTER else f"/{hold.scope}"
+    cap = "" if hold.max_hold is None else f"/max={format_duration(hold.max_hold)}"
+    return format_duration(hold.hold_duration) + scope + cap
 
 
 def parse_compare(
@@ -91,18 +70,17 @@ def parse_compare(
     """
     columns: list[HoldSettings] = []
     example = f"use e.g. {option} {COMPARE_EXAMPLE}"
-    for n, item in enumerate(text.split(",") if text.strip() else [], start=1):
-        spec = item.strip()
+    for n, spec in enumerate([c.strip() for c in text.split(",")] if text.strip() else [], 1):
         where = f"{option}: column {n}" + (f" ({spec!r})" if spec else "")
-        if not spec:
-            raise ConfigError(f"{where} is empty; {example}")
 
         def duration(raw: str, what: str, where: str = where) -> timedelta:
             try:
-                return parse_duration(raw, bare_minutes=what == "hold duration")
+                return settings.parse_duration(raw, bare_minutes=what == "hold duration")
             except ValueError as exc:
                 raise ConfigError(f"{where}: {what} {raw!r} {exc}; {example}") from None
 
+        if not spec:
+            raise ConfigError(f"{where} is empty; {example}")
         first, *parts = [p.strip() for p in spec.split("/")]
         hold = replace(base, hold_duration=duration(first, "hold duration"))
         caps = [p[4:].strip() for p in parts if p.lower().startswith("max=")]
@@ -110,19 +88,19 @@ def parse_compare(
         for kind, given in (("scope", scopes), ("max", caps)):
             if len(given) > 1:
                 raise ConfigError(f"{where}: gives the {kind} twice; give it once")
-        for scope in scopes:
-            if scope.lower() not in {s.value for s in Scope}:
-                raise ConfigError(
-                    f"{where}: {scope!r} is neither a scope (cluster, group, node) nor "
-                    f"max=DURATION; {example}"
-                )
-            hold = replace(hold, scope=Scope(scope.lower()))
-        for cap in caps:
-            none = cap.lower() == "none"
-            hold = replace(hold, max_hold=None if none else duration(cap, "max hold"))
-        if not caps and hold.max_hold is not None and hold.max_hold < hold.hold_duration:
+        if scopes and scopes[0].lower() not in {s.value for s in Scope}:
+            raise ConfigError(
+                f"{where}: {scopes[0]!r} is neither a scope (cluster, group, node) nor "
+                f"max=DURATION; {example}"
+            )
+        if scopes:
+            hold = replace(hold, scope=Scope(scopes[0].lower()))
+        if caps:
+            cap = None if caps[0].lower() == "none" else duration(caps[0], "max hold")
+            hold = replace(hold, max_hold=cap)
+        elif hold.max_hold is not None and hold.max_hold < hold.hold_duration:
             hold = replace(hold, max_hold=None)  # a longer hold drops the inherited cap
-        check_max_hold(hold, option=where, env=None)
+        settings.check_max_hold(hold, option=where, env=None)
         columns.append(hold)
     if len(columns) > most:
         raise ConfigError(
@@ -130,15 +108,6 @@ def parse_compare(
             "primary one"
         )
     return columns
-
-
-def configurations(base: HoldSettings, columns: list[HoldSettings]) -> list[HoldSettings]:
-    """The primary configuration first, then each different column once."""
-    result = [base]
-    for hold in columns:
-        if describe(hold) not in {describe(h) for h in result}:
-            result.append(hold)
-    return result
 
 
 @dataclass(frozen=True)
@@ -182,20 +151,18 @@ def replay_window(
     start = start or timeline.start or min(moments, default=None)
     if end is None or start is None:
         raise ConfigError("the timeline has no times at all; give --start and --end")
-    if last is not None:
-        start = end - last
-    start = datetime.fromtimestamp(math.floor(start.timestamp() / step) * step, UTC)
-    window = Window(start, end, interval)
-    if end <= start:
+    start = end - last if last is not None else start
+    window = Window(datetime.fromtimestamp(start.timestamp() // step * step, UTC), end, interval)
+    if end <= window.start:
         raise ConfigError(
-            f"the replay would end ({iso(end)}) before it starts ({iso(start)}); "
+            f"the replay would end ({iso(end)}) before it starts ({iso(window.start)}); "
             "fix --start/--end or the timeline's start:/end:"
         )
     if window.runs > MAX_RUNS:
         raise ConfigError(
-            f"the timeline spans {format_duration(end - start)}: {window.runs:,} runs at "
-            f"--interval {format_duration(interval)} (at most {MAX_RUNS:,}); replay part of it "
-            "with --last 24h or --start/--end, or a longer --interval"
+            f"the timeline spans {format_duration(end - window.start)}: {window.runs:,} runs "
+            f"at --interval {format_duration(interval)} (at most {MAX_RUNS:,}); replay part "
+            "of it with --last 24h or --start/--end, or a longer --interval"
         )
     return window
 
@@ -213,19 +180,17 @@ def schedule(timeline: Timeline, window: Window) -> Schedule:
     run at or after its deletion; one that lives between two runs is never seen."""
     arrivals: dict[int, list[TimelineNode]] = defaultdict(list)
     departures: dict[int, list[TimelineNode]] = defaultdict(list)
-    unseen: list[str] = []
+    unseen = []
     for node in timeline.nodes:
-        first = 0
-        if node.created is not None and node.created > window.start:
-            first = window.index(node.created)
-        if (node.deleted is not None and node.deleted <= window.start) or first >= window.runs:
+        first = window.index(max(node.created or window.start, window.start))
+        if (node.deleted and node.deleted <= window.start) or first >= window.runs:
             continue  # gone before the replay starts, or born after it
-        leave = window.index(node.deleted) if node.deleted is not None else None
-        if leave is not None and leave <= first:
+        leave = window.index(node.deleted) if node.deleted else window.runs
+        if leave <= first:
             unseen.append(node.name)
             continue
         arrivals[first].append(node)
-        if leave is not None and leave < window.runs:
+        if leave < window.runs:
             departures[leave].append(node)
     return Schedule(arrivals, departures, tuple(unseen))
 
@@ -306,13 +271,10 @@ class ReplayOptions:
     progress: Progress | None = None  # hears how far the replay is
     exact: bool = False  # decide every window with every node at every run (the reference)
     #: sees every node after each run (the cross-check compares them with a real cluster's)
-    observe: Callable[[datetime, list[NodeView]], None] | None = None
+    observe: Callable[[datetime, list[rules.NodeView]], None] | None = None
 
 
 # --- one configuration, change by change ---------------------------------------------------
-
-
-Key = tuple[str | None, frozenset, frozenset]  # (node, in the exact replay; labels; annotations)
 
 
 @dataclass(eq=False)
@@ -328,49 +290,42 @@ class _Class:
     top: tuple[datetime, str] | None = None  # the youngest member; None: to be found again
 
     @property
-    def key(self) -> Key:
+    def key(self) -> tuple:
         return self.alone, frozenset(self.labels.items()), frozenset(self.annotations.items())
-
-    def add(self, members: Mapping[str, datetime], top: tuple[datetime, str] | None) -> None:
-        """Take in `members`, whose youngest is `top` (None: not known)."""
-        fresh = not self.members
-        self.members.update(members)
-        self.top = top if fresh else (top and self.top and max(self.top, top))
 
     def youngest(self) -> str:
         if self.top is None:
             self.top = max((created, name) for name, created in self.members.items())
         return self.top[1]
 
-    def view(self, name: str, light: bool = False) -> NodeView:
+    def view(self, name: str, light: bool = False) -> rules.NodeView:
         """`light`: without the stamps, for asking decide's hold_windows() about creation
         times only (parsing the stamps is most of a window's cost)."""
         annotations = self.annotations
         if light and not STAMPS.isdisjoint(annotations):
             annotations = {k: v for k, v in annotations.items() if k not in STAMPS}
         created = self.members[name]
-        return NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
+        return rules.NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
 
 
 @dataclass
 class _Win:
     """One hold window: its nodes, by class, and its last decision."""
 
-    classes: dict[Key, _Class] = field(default_factory=dict)
+    classes: dict[tuple, _Class] = field(default_factory=dict)
     #: The nodes its hold depends on (`_Replay._chain`; None: to be found among all of them),
     #: right while none of them and no older trigger node has left.
     chain: list[str] | None = None
     pending: set[str] = field(default_factory=set)  # arrived since it was last decided
-    last: HoldWindow | None = None
+    last: rules.HoldWindow | None = None
 
     def nodes(self) -> list[str]:
         return [name for cls in self.classes.values() for name in cls.members]
 
 
-def _shape(window: HoldWindow) -> tuple:
-    """What a window's hold is made of, before decide() reads the stamps (`STAMPS`)."""
-    return (window.youngest, window.youngest_created, window.hold_until, window.stretch_start,
-            window.capped)  # fmt: skip
+def _shape(window: rules.HoldWindow) -> rules.HoldWindow:
+    """A window's hold, whatever number of nodes gave it."""
+    return replace(window, triggers=0, nodes=0)
 
 
 class _Replay:
@@ -388,7 +343,7 @@ class _Replay:
         self.group: dict[str, str | None] = {}  # node -> its --group-label value
         self.ends: dict[str, datetime | None] = {}  # node -> end of a hold it alone would start
         self.open: dict[str, Period] = {}
-        self.due: dict[int, set[str]] = {}  # run -> windows to decide then
+        self.due: dict[int, set[str]] = defaultdict(set)  # run -> windows to decide then
         self.queue: list[int] = []  # the runs in `due`, earliest first
         self.present = self.carrying = 0
         self.kept: list[tuple[datetime, datetime, str | None]] = []  # removed while held
@@ -414,26 +369,24 @@ class _Replay:
             plans = [self._decide(name, i, tick) for name in sorted(names & self.wins.keys())]
             transitions = [t for p, _ in plans for t in p.transitions]
             patches = [patch for p, _ in plans for patch in p.patches]
-            events = len(recorded_events(transitions, patches)) if self.options.events else 0
+            events = len(rules.recorded_events(transitions, patches)) if self.options.events else 0
             self._record(1, sum(w for _, w in plans), events)
             self.result.replayed += 1
             done = i + 1
-        if runs > done:
-            self._record(runs - done)
-        self.result.periods = sorted(
-            [*self.result.periods, *self.open.values()], key=lambda p: (p.start, p.window)
-        )
+        self._record(runs - done)
+        self.result.periods.extend(self.open.values())
+        self.result.periods.sort(key=lambda p: (p.start, p.window))
         return self.result
 
     def _due(self, i: int, name: str | None = None) -> None:
         if i not in self.due:
-            self.due[i] = set()
             heapq.heappush(self.queue, i)
-        if name is not None:
-            self.due[i].add(name)
+        self.due[i].update([name] if name else [])
 
     def _record(self, runs: int, writes: int = 0, events: int = 0) -> None:
         """`runs` more runs with the nodes as they are now; only the first may have written."""
+        if runs <= 0:
+            return
         result = self.result
         result.present_nodes += [self.present] * runs
         result.held_nodes += [self.carrying] * runs
@@ -441,8 +394,7 @@ class _Replay:
         result.events += events
         result.requests += runs * max(1, math.ceil(self.present / PAGE_SIZE)) + writes + events
         if self.options.observe:
-            classes = [c for win in self.wins.values() for c in win.classes.values()]
-            views = [c.view(name) for c in classes for name in c.members]
+            views = [self.where[n].view(n) for win in self.wins.values() for n in win.nodes()]
             for i in range(result.runs - runs, result.runs):
                 self.options.observe(self.window.tick(i), views)
         if self.options.progress:
@@ -453,37 +405,34 @@ class _Replay:
     def _arrive(self, node: TimelineNode) -> str:
         created = (node.created or self.window.start - ANCIENT).replace(microsecond=0)
         labels = {k: node.labels[k] for k in self.hold.label_keys if k in node.labels}
-        name = window_name(NodeView(node.name, created, labels=labels), self.hold)
+        name = rules.window_name(rules.NodeView(node.name, created, labels=labels), self.hold)
         win = self.wins.setdefault(name, _Win())
         alone = node.name if self.options.exact else None
-        cls = _Class(alone, labels, dict(node.annotations))
-        self._join(win, cls, {node.name: created}, (created, node.name))
+        cls = _Class(alone, labels, dict(node.annotations), top=(created, node.name))
+        self._join(win, cls, {node.name: created})
         win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
         self.present += 1
         self.carrying += self.carries(node.annotations)
         return name
 
-    def _join(
-        self, win: _Win, cls: _Class, members: Mapping[str, datetime], top: tuple | None
-    ) -> None:
+    def _join(self, win: _Win, cls: _Class, members: dict[str, datetime]) -> None:
         """`members` join the class of `win` that looks like `cls` (or `cls` itself)."""
-        cls = win.classes.setdefault(cls.key, cls)
-        cls.add(members, top)
+        joined = win.classes.setdefault(cls.key, cls)
+        fresh, top = not joined.members, cls.top
+        joined.members.update(members)
+        joined.top = top if fresh else (top and joined.top and max(joined.top, top))
         for node in members:
-            self.where[node] = cls
+            self.where[node] = joined
 
     def _leave(self, node: TimelineNode, tick: datetime) -> str:
         cls = self.where.pop(node.name)
-        name = window_name(cls.view(node.name), self.hold)
+        name = rules.window_name(cls.view(node.name), self.hold)
         win = self.wins[name]
         chain, created = win.chain, cls.members.pop(node.name)
-        if (
-            chain
-            and self.ends.get(node.name)
-            and (node.name in chain or created < self._born(chain[0]))
-        ):
-            win.chain = None  # a node its hold depends on left, or an older trigger node
+        depends = chain and (node.name in chain or created < self._born(chain[0]))
+        if depends and self.ends.get(node.name):  # one of its chain, or an older trigger node
+            win.chain = None  # to be found again
         if cls.top and cls.top[1] == node.name:
             cls.top = None
         if not cls.members:
@@ -506,11 +455,10 @@ class _Replay:
 
     # --- deciding ------------------------------------------------------------------------
 
-    def _decide(self, name: str, i: int, tick: datetime) -> tuple[Plan, int]:
+    def _decide(self, name: str, i: int, tick: datetime) -> tuple[rules.Plan, int]:
         """Decide one window and apply its patches: (its plan, the node writes)."""
         win = self.wins[name]
-        views = self._views(win, tick)
-        plan = decide(views, tick, self.hold)
+        plan = rules.decide(self._views(win, tick), tick, self.hold)
         if [w.name for w in plan.windows] != [name]:
             raise SimulationFailed(f"decide() did not keep the nodes of {name} in one window")
         (window,) = plan.windows
@@ -519,7 +467,16 @@ class _Replay:
         for patch in plan.patches:  # alike nodes get alike patches: one for each class
             patches.setdefault(self.where[patch.node], patch.changes)
         writes = sum(len(c.members) for c in patches)
-        self._apply(win, patches)
+        for cls, changes in patches.items():  # as the API server merges them, on every member
+            new = {**cls.annotations, **{k: v for k, v in changes if v is not None}}
+            for key in [k for k, v in changes if v is None]:
+                new.pop(key, None)
+            self.carrying += len(cls.members) * (self.carries(new) - self.carries(cls.annotations))
+            del win.classes[cls.key]
+            cls.annotations = new
+        for cls in patches:  # after all of them: a class that now looks like another joins it
+            if win.classes.setdefault(cls.key, cls) is not cls:
+                self._join(win, cls, cls.members)
         self._period(name, window, held, tick)
         win.last = window
         for moment in (getattr(window, t) for t in _TIMES):
@@ -529,7 +486,7 @@ class _Replay:
             self._due(i + 1, name)  # its nodes changed: decided again at the next run
         return plan, writes
 
-    def _views(self, win: _Win, now: datetime) -> list[NodeView]:
+    def _views(self, win: _Win, now: datetime) -> list[rules.NodeView]:
         """What decide() is given for a window: in the exact replay, every node. Otherwise
         one node of each class and the nodes its hold depends on (`_chain`), found among
         those of the last decision and the new arrivals while that is enough (see _Win),
@@ -553,7 +510,7 @@ class _Replay:
             views = self._pick(win, win.nodes())
         return views
 
-    def _pick(self, win: _Win, names: Sequence[str]) -> list[NodeView]:
+    def _pick(self, win: _Win, names: Sequence[str]) -> list[rules.NodeView]:
         """The views of `names`, and of the youngest node of each class not among them."""
         chosen = {self.where[n] for n in names}
         rest = [c.view(c.youngest()) for c in win.classes.values() if c not in chosen]
@@ -562,10 +519,10 @@ class _Replay:
     def _born(self, name: str) -> datetime:
         return self.where[name].members[name]
 
-    def _light(self, names: Sequence[str], now: datetime) -> HoldWindow:
+    def _light(self, names: Sequence[str], now: datetime) -> rules.HoldWindow:
         """decide's window of these nodes of one window, from their creation times."""
         views = [self.where[n].view(n, light=True) for n in names]
-        (window,) = hold_windows(views, now, self.hold).values()
+        (window,) = rules.hold_windows(views, now, self.hold).values()
         return window
 
     def _end(self, name: str) -> datetime | None:
@@ -575,7 +532,7 @@ class _Replay:
             self.ends[name] = self._light([name], self._born(name)).hold_until
         return self.ends[name]
 
-    def _chain(self, triggers: Sequence[str], whole: HoldWindow) -> list[str]:
+    def _chain(self, triggers: Sequence[str], whole: rules.HoldWindow) -> list[str]:
         """The start of the last stretch, then, while the hold goes on, the node that carries
         it furthest, then the youngest node. Any of the other nodes may go away without
         changing the hold these give: they arrived while it held and end before it does."""
@@ -592,23 +549,7 @@ class _Replay:
                 best = name
         return [*chain, *([best] if best else []), whole.youngest]  # type: ignore[list-item]
 
-    def _apply(self, win: _Win, patches: Mapping[_Class, Sequence]) -> None:
-        """Each patch's changes, as the API server merges them, on every member of its class."""
-        for cls, changes in patches.items():
-            new = dict(cls.annotations)
-            for key, value in changes:
-                if value is None:
-                    new.pop(key, None)
-                else:
-                    new[key] = value
-            self.carrying += len(cls.members) * (self.carries(new) - self.carries(cls.annotations))
-            del win.classes[cls.key]
-            cls.annotations = new
-        for cls in patches:  # after all of them: a class that now looks like another joins it
-            if win.classes.setdefault(cls.key, cls) is not cls:
-                self._join(win, cls, cls.members, cls.top)
-
-    def _period(self, name: str, window: HoldWindow, held: int, tick: datetime) -> None:
+    def _period(self, name: str, window: rules.HoldWindow, held: int, tick: datetime) -> None:
         period = self.open.get(name)
         if window.held:
             if period is None:
@@ -695,14 +636,18 @@ class Asked:
 
 
 def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Simulation:
-    """Check the replay options and read the timeline; ConfigError says what is wrong."""
+    """Check the replay options and read the timeline; ConfigError says what is wrong.
+    The configurations: the primary one first, then each different column once."""
     if asked.sweep is not None and asked.compare.strip():
         raise ConfigError("--sweep and --compare: give one of them (a sweep is its own table)")
     if asked.sweep is not None:
         columns = parse_compare(asked.sweep or SWEEP, base, "--sweep", MAX_SWEEP)
     else:
         columns = parse_compare(asked.compare, base)
-    holds = configurations(base, columns)
+    holds = [base]
+    for hold in columns:
+        if describe(hold) not in {describe(h) for h in holds}:
+            holds.append(hold)
     if asked.interval.total_seconds() % 1:
         raise ConfigError("--interval: use whole seconds, at least 10s (the CronJob runs every 1m)")
     moments = []

@@ -1,5 +1,5 @@
-"""What `node-holder simulate` prints: hold periods, the comparison or sweep table, sparklines,
-JSON.
+"""What `node-holder simulate` prints: hold periods, the comparison or sweep table, sparklines
+(a day of runs squeezed into one line of block characters), JSON.
 
 Written for someone choosing a hold duration who has not read the code: every section has
 a heading, every figure a unit, a legend says what each row counts, and the figures that
@@ -10,18 +10,22 @@ once (`figures`, the JSON object); the text tables show those.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from reconcile.rule.settings import format_duration
-from reconcile.simulate import sparkline
 from reconcile.simulate.replay import Result, Simulation
 from reconcile.simulate.timeline import iso
 
 MAX_PERIOD_LINES = 60
 WHOLE_PERCENT_FROM = 10  # below 10%, one decimal: 0.4% is not 0%
+BLOCKS = " ▁▂▃▄▅▆▇█"
+EIGHTHS = " ▏▎▍▌▋▊▉"  # a bar's last character
+WIDTH = 72  # characters of a sparkline
+_TICKS = [timedelta(minutes=m) for m in (5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080)]
 ESTIMATES = (
     "  launches avoided (estimate): nodes removed while held, each followed before the hold's",
     "    end by a new node of its {group}: a launch a kept node could have saved",
@@ -266,8 +270,8 @@ def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
                 c["label"] + (" *" if c["primary"] else ""),
                 _pct(c["held_seconds"], total),
                 f"{c['node_minutes_held'] / 60:,.1f}",
-                f"{avoided:>6} {sparkline.bar(avoided / top)}",
-                f"{kept:>8,.1f} {sparkline.bar(kept / most)}",
+                f"{avoided:>6} {_bar(avoided / top)}",
+                f"{kept:>8,.1f} {_bar(kept / most)}",
             ]
         )
     hold = sim.primary.hold
@@ -284,21 +288,56 @@ def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
 
 
 def _sparklines(sim: Simulation) -> list[str]:
-    window = sim.window
-    per = sparkline.runs_per_char(window.runs)
+    window, present = sim.window, sim.primary.present_nodes
+    per = max(1, math.ceil(window.runs / WIDTH))  # runs one character stands for
+
+    def chunks(values: list[int]) -> list[list[int]]:
+        return [values[i : i + per] for i in range(0, len(values), per)]
+
+    peak = max(present, default=0)
     width = max(len(label) for label in ["nodes", *[r.label for r in sim.results]]) + 2
-    nodes_line, peak = sparkline.level_line(sim.primary.present_nodes, per)
+    levels = "".join(_block(sum(c) / len(c) / (peak or 1)) for c in chunks(present))
     lines = [
         f"Over time: one character = {format_duration(window.interval * per)} "
         f"(UTC); nodes: how many exist (top = {peak})",
         "  each configuration: share of the nodes held (█ all, ▄ half, ▁ a few, blank none)",
-        f"  {'nodes':<{width}}|{nodes_line}|",
+        f"  {'nodes':<{width}}|{levels}|",
     ]
     for result in sim.results:
-        line = sparkline.share_line(result.held_nodes, result.present_nodes, per)
+        pairs = zip(chunks(result.held_nodes), chunks(present), strict=True)
+        line = "".join(_block(sum(h) / sum(p) if sum(p) else 0.0) for h, p in pairs)
         lines.append(f"  {result.label:<{width}}|{line}|")
-    ticks = sparkline.axis(window.start, window.interval, window.runs, per)
-    return [*lines, f"  {'':<{width}} {ticks}"]
+    return [*lines, f"  {'':<{width}} {_axis(window.start, window.interval, window.runs, per)}"]
+
+
+def _block(fraction: float) -> str:
+    """Blank for nothing, at least the lowest block for anything above nothing."""
+    return BLOCKS[max(1, min(8, round(fraction * 8)))] if fraction > 0 else " "
+
+
+def _bar(fraction: float, width: int = 16) -> str:
+    """A row's bar, in eighths of a character; anything above nothing shows at least `▏`."""
+    eighths = max(round(min(fraction, 1.0) * width * 8), 1 if fraction > 0 else 0)
+    return "█" * (eighths // 8) + EIGHTHS[eighths % 8].strip()
+
+
+def _axis(start: datetime, interval: timedelta, runs: int, per: int) -> str:
+    """Clock times under a sparkline, at round steps at least 12 characters apart."""
+    char = interval * per
+    step = next((s for s in _TICKS if s / char >= 12), _TICKS[-1])
+    line = [" "] * (math.ceil(runs / per) + 6)
+    epoch = datetime(1970, 1, 1, tzinfo=start.tzinfo)
+    moment = epoch + math.ceil((start - epoch) / step) * step
+    while moment < start + interval * runs:
+        pos = round((moment - start) / char)
+        label = moment.strftime("%m-%d %H:%M" if interval * runs > timedelta(days=1) else "%H:%M")
+        if (
+            pos + len(label) <= len(line)
+            and not "".join(line[max(0, pos - 1) : pos + len(label)]).strip()
+        ):
+            line[pos : pos + len(label)] = list(label)
+        moment += step
+    return "".join(line).rstrip()
 
 
 def _table(head: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
