@@ -511,10 +511,17 @@ class _Replay:
         return views
 
     def _pick(self, win: _Win, names: Sequence[str]) -> list[rules.NodeView]:
-        """The views of `names`, and of the youngest node of each class not among them."""
+        """The views of `names`, and of one node of each class not among them: its youngest
+        if that came after the first of `names` (the start of the last stretch: then it
+        cannot move that stretch), else its first (an early node is the least likely to)."""
         chosen = {self.where[n] for n in names}
-        rest = [c.view(c.youngest()) for c in win.classes.values() if c not in chosen]
-        return [self.where[n].view(n) for n in dict.fromkeys(names)] + rest
+        start = self._born(names[0]) if names else None
+        views = [self.where[n].view(n) for n in dict.fromkeys(names)]
+        for cls in (c for c in win.classes.values() if c not in chosen):
+            name = cls.youngest()
+            early = start is not None and cls.members[name] < start
+            views.append(cls.view(next(iter(cls.members)) if early else name))
+        return views
 
     def _born(self, name: str) -> datetime:
         return self.where[name].members[name]
