@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from reconcile.rule.settings import format_time
+
 log = logging.getLogger("reconcile")
 
 
@@ -21,7 +23,7 @@ class _JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
-            "time": _rfc3339(record.created),
+            "time": format_time(datetime.fromtimestamp(record.created, UTC), fraction=True),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -29,11 +31,6 @@ class _JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)
-
-
-def _rfc3339(created: float) -> str:
-    moment = datetime.fromtimestamp(created, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -76,13 +73,8 @@ def error_line(prog: str, message: str) -> str:
     input put in the message (a context name with a newline shows as `\\n`)."""
     message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
     if _logging.json:
-        entry = {
-            "time": _rfc3339(datetime.now(UTC).timestamp()),
-            "level": "error",
-            "logger": prog,
-            "message": message,
-        }
-        return json.dumps(entry)
+        record = logging.makeLogRecord({"levelname": "ERROR", "name": prog, "msg": message})
+        return _JsonFormatter().format(record)
     return f"{prog}: error: {message}"
 
 

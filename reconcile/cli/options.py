@@ -1,4 +1,4 @@
-"""Every setting, defined once: its flag, its environment variable, its typed parser.
+"""Every option, defined once: its flag, its environment variable, its typed parser.
 
 A flag and its environment variable go through the same `convert()`, so the same text
 gets the same verdict wherever it comes from: a value or one ConfigError line naming
@@ -6,10 +6,15 @@ both spellings and a fix (exit 2, before any API call). An environment variable 
 set but empty is read as empty (click would treat it as unset), and list-valued
 variables are split on commas by the parser, never on whitespace by click.
 
-Commands declare only the settings they use (`settings_for`): an environment variable of
+Typed from option to settings: a `Setting[T]` parses to a T, a command gets its options as
+one `Parsed`, and `parsed[HOLD_DURATION]` is a timedelta, for a type checker too.
+`hold_settings`, `run_settings` and `access_settings` fill each settings field from its option.
+
+Commands declare only the settings they use (`COMMANDS`): an environment variable of
 a setting the command does not use is never read, and its flag is refused by click. Every
 command knows every setting's variable (`check_environment`): an unknown `NODE_HOLDER_*`
-variable is a mistake (exit 2), an unknown `HOLD_*` one gets a warning.
+variable is a mistake (exit 2), an unknown `HOLD_*` one gets a warning. simulate's own
+options are flags only: no environment variable is read for them.
 """
 
 from __future__ import annotations
@@ -18,35 +23,39 @@ import difflib
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from enum import StrEnum
+from typing import Any, Generic, TypeVar, cast
 
 import click
 
 from reconcile.cli.logs import log, logging_option
 from reconcile.rule import settings as s
+from reconcile.rule.settings import ClusterAccess, HoldSettings, Mode, RunSettings
 
+T = TypeVar("T")
+E = TypeVar("E", bound=StrEnum)
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-# --- typed parameters --------------------------------------------------------------
+# --- how text becomes a value ----------------------------------------------------------
 
 
-class SettingType(click.ParamType):
-    """A click type whose failures are one line: `--flag (ENV): 'text' problem; fix`."""
+class Kind(click.ParamType, Generic[T]):
+    """A setting's parser, as a click type whose failures are one line:
+    `--flag (ENV): 'text' problem; fix`. `facts` (bounds, choices) tell
+    scripts/chart_schema.py the grammar, so that the chart refuses the same text."""
 
-    name = "text"
+    def __init__(self, name: str, parse: Callable[[str], T], **facts: Any) -> None:
+        self.name, self.parse, self.facts = name, parse, facts
 
-    def parse(self, text: str) -> Any:
-        raise NotImplementedError
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> T:
         if isinstance(value, os.PathLike):
             value = os.fspath(value)  # in-process callers pass paths; a shell passes text
         if not isinstance(value, str):
-            return value  # a default already converted, or a flag's own value
+            return cast(T, value)  # a default already converted, or a flag's own value
         try:
             return self.parse(value)
         except s.Invalid as exc:
@@ -54,6 +63,10 @@ class SettingType(click.ParamType):
 
     def split_envvar_value(self, rv: str) -> tuple[str, ...]:
         return (rv,)  # the parser splits lists itself, the same way for flag and env var
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str | None:
+        choices = self.facts.get("choices")
+        return "[" + "|".join(choices) + "]" if choices else self.facts.get("metavar")
 
 
 def label(param: click.Parameter | None) -> str:
@@ -64,437 +77,464 @@ def label(param: click.Parameter | None) -> str:
     return f"{flag} ({env})" if isinstance(env, str) else flag
 
 
-class Duration(SettingType):
-    name = "duration"
-
-    def __init__(
-        self, bounds: s.DurationRange, optional: bool = False, bare_minutes: bool = False
-    ) -> None:
-        self.bounds = bounds
-        self.optional = optional
-        self.bare_minutes = bare_minutes  # the hold duration only: `HOLD_DURATION=20`
-
-    def parse(self, text: str) -> timedelta | None:
-        if self.optional:
-            return s.parse_optional_duration(text, self.bounds)
-        return s.parse_duration(text, self.bounds, bare_minutes=self.bare_minutes)
+def duration(bounds: s.DurationRange, bare_minutes: bool = False) -> Kind[timedelta]:
+    """`bare_minutes`: the hold duration only (the original chart's `HOLD_DURATION=20`)."""
+    parse = functools.partial(s.parse_duration, bounds=bounds, bare_minutes=bare_minutes)
+    return Kind("duration", parse, bounds=bounds, optional=False, bare_minutes=bare_minutes)
 
 
-class AnnotationKeys(SettingType):
-    name = "keys"
-
-    def parse(self, text: str) -> tuple[str, ...]:
-        return s.parse_annotation_keys(text)
-
-
-class LabelSelector(SettingType):
-    name = "selector"
-
-    def parse(self, text: str) -> s.Selector:
-        return s.parse_selector_text(text)
+def optional_duration(bounds: s.DurationRange) -> Kind[timedelta | None]:
+    """Empty means "not set" (the manifests' way to say no cap)."""
+    return Kind(
+        "duration",
+        lambda text: s.parse_duration(text, bounds) if text.strip() else None,
+        bounds=bounds,
+        optional=True,
+        bare_minutes=False,
+    )
 
 
-class LabelKey(SettingType):
-    name = "label"
-
-    def parse(self, text: str) -> str:
-        return s.parse_label_key(text)
+def choice(enum: type[E]) -> Kind[E]:
+    choices = tuple(map(str, enum))
+    return Kind("choice", lambda text: enum(s.parse_choice(text, choices)), choices=choices)
 
 
-class Choice(SettingType):
-    name = "choice"
-
-    def __init__(self, choices: Iterable[str]) -> None:
-        self.choices = tuple(str(c) for c in choices)
-
-    def parse(self, text: str) -> str:
-        return s.parse_choice(text, self.choices)
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "[" + "|".join(self.choices) + "]"
+def integer(low: int, high: int) -> Kind[int]:
+    return Kind(
+        "integer",
+        lambda text: int(s.parse_number(text, low, high, whole=True)),
+        low=low,
+        high=high,
+        metavar="N",
+    )
 
 
-class Integer(SettingType):
-    name = "integer"
-
-    def __init__(self, low: int, high: int) -> None:
-        self.low, self.high = low, high
-
-    def parse(self, text: str) -> int:
-        return s.parse_int(text, self.low, self.high)
+def rate(high: float) -> Kind[float | None]:
+    """A number of writes a second, or auto (None)."""
+    parse = functools.partial(s.parse_rate, high=high)
+    return Kind("number", parse, low=0, high=high, auto=True, metavar="N")
 
 
-class Number(SettingType):
-    name = "number"
-
-    def __init__(self, low: float, high: float) -> None:
-        self.low, self.high = low, high
-
-    def parse(self, text: str) -> float:
-        return s.parse_number(text, self.low, self.high)
+def _given(text: str) -> str:
+    if not text.strip():
+        raise s.Invalid("is empty", "give a value or unset it")
+    return text
 
 
-class Boolean(SettingType):
-    name = "boolean"
-
-    def parse(self, text: str) -> bool:
-        return s.parse_bool(text)
-
-
-class Verbosity(SettingType):
-    """`-v`/`-vv` count; NODE_HOLDER_VERBOSE says the same with a number."""
-
-    name = "verbosity"
-
-    def parse(self, text: str) -> int:
-        return s.parse_int(text, 0, 3)
-
-
-class CronJobName(SettingType):
-    """`NAMESPACE/NAME` of a CronJob; empty: none."""
-
-    name = "cronjob"
-
-    def parse(self, text: str) -> s.CronJobRef | None:
-        return s.parse_cronjob_ref(text)
-
-
-class Text(SettingType):
-    """Free text (a path, a context name) that must not be empty when given."""
-
-    name = "text"
-
-    def parse(self, text: str) -> str:
-        if not text.strip():
-            raise s.Invalid("is empty", "give a value or unset it")
-        return text
+BOOLEAN = Kind("boolean", s.parse_bool)
+KEYS = Kind("keys", s.parse_annotation_keys)
+SELECTOR = Kind("selector", s.parse_selector_text)
+LABEL = Kind("label", s.parse_label_key)
+CRONJOB = Kind("cronjob", s.parse_cronjob_ref)  # `NAMESPACE/NAME`; empty: none
+#: A path, a context name, a time: as given, not empty; absent: None.
+TEXT: Kind[str | None] = Kind("text", _given)
+#: simulate's --compare and --sweep: parsed by simulate, against the hold settings.
+COLUMNS: Kind[str | None] = Kind("columns", str)
 
 
 class _SettingOption(click.Option):
     """An option whose environment variable is read as-is: present but empty is ''.
 
-    Boolean flags keep click's own BOOL type for the flag spelling (click insists), and
-    parse their environment variable with the setting's own Boolean parser.
+    Switches keep click's own BOOL type for the flag spelling (click insists), and parse
+    their environment variable with the setting's own parser. A repeatable option's values
+    (a tuple of keys per flag) come as one tuple, in order, without repeats.
     """
 
-    def __init__(self, *args: Any, setting_type: SettingType, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, kind: Kind[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.setting_type = setting_type
+        self.kind = kind
 
     def resolve_envvar_value(self, ctx: click.Context) -> str | None:
-        if isinstance(self.envvar, str) and self.envvar in os.environ:
-            return os.environ[self.envvar]
-        return None
+        return os.environ.get(self.envvar) if isinstance(self.envvar, str) else None
 
     def value_from_envvar(self, ctx: click.Context) -> Any:
         rv = self.resolve_envvar_value(ctx)
         if rv is None:
             return None
         if self.count or self.is_flag:
-            return self.setting_type.convert(rv, self, ctx)
+            return self.kind.convert(rv, self, ctx)
         return (rv,) if self.multiple else rv
 
+    def process_value(self, ctx: click.Context, value: Any) -> Any:
+        value = super().process_value(ctx, value)
+        return tuple(dict.fromkeys(k for keys in value for k in keys)) if self.multiple else value
 
-# --- the settings ---------------------------------------------------------------------
 
+@dataclass(frozen=True, eq=False)  # each one is itself: compared and hashed by identity
+class Setting(Generic[T]):
+    """One option: the only place its flag, environment variable and parser are written."""
 
-@dataclass(frozen=True)
-class Setting:
-    """One setting: the only place its flag, environment variable and parser are written."""
-
-    name: str
-    flag: str
-    env: str
-    type: SettingType
-    default: str | None
+    flag: str  # `--events/--no-events`: an on/off switch
+    env: str | None  # None: a flag of simulate's, never read from the environment
+    kind: Kind[T]
     help: str
-    metavar: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    default: str | None = None  # text, parsed like any other (click's own, for switches)
+    metavar: str | None = None  # None: the kind's
+    extra: Mapping[str, Any] = field(default_factory=dict)  # more for click.option
+
+    @property
+    def name(self) -> str:
+        """The option's parameter name: `--hold-duration` is `hold_duration`."""
+        return self.flag.split("/")[0].lstrip("-").replace("-", "_")
 
     def option(self) -> Decorator:
         extra = dict(self.extra)
         decls = [extra.pop("short"), self.flag] if "short" in extra else [self.flag]
+        switch = extra.get("is_flag") or "/" in self.flag
         kwargs: dict[str, Any] = {
             "cls": _SettingOption,
-            "setting_type": self.type,
+            "kind": self.kind,
             "envvar": self.env,
-            "show_envvar": True,
-            "type": click.BOOL if extra.get("is_flag") or "/" in self.flag else self.type,
+            "show_envvar": self.env is not None,
+            "type": click.BOOL if switch else self.kind,
             "default": self.default,
             "show_default": self.default not in (None, ""),
             "metavar": self.metavar,
             "help": self.help,
+            **extra,
         }
-        kwargs.update(extra)
         if kwargs.get("multiple") and isinstance(kwargs["default"], str):
             kwargs["default"] = (kwargs["default"],)
         return click.option(*decls, self.name, **kwargs)
 
 
-SETTINGS: tuple[Setting, ...] = (
-    Setting(
-        "hold_duration",
-        "--hold-duration",
-        "HOLD_DURATION",
-        Duration(s.HOLD_RANGE, bare_minutes=True),
-        "20m",
-        "Hold while the youngest node is younger than this: 90s, 20m, 1h30m, PT20M, or a bare "
-        "number of minutes; from 1s to 7d (longer is almost surely a mistake).",
-        "DURATION",
-    ),
-    Setting(
-        "annotations",
-        "--annotation",
-        "HOLD_ANNOTATION",
-        AnnotationKeys(),
-        s.DEFAULT_ANNOTATION,
-        "Hold annotation(s) to set: repeat the flag or separate keys with commas. "
-        "karpenter.sh/do-not-consolidate for Karpenter before v0.32; "
-        "cluster-autoscaler.kubernetes.io/scale-down-disabled for cluster-autoscaler.",
-        "KEYS",
-        {"multiple": True},
-    ),
-    Setting(
-        "hold_scope",
-        "--hold-scope",
-        "HOLD_SCOPE",
-        Choice(s.Scope),
-        "cluster",
-        "cluster: a new node holds every node; group: only the nodes of its group "
-        "(--group-label); node: each node is held until it is one hold duration old.",
-    ),
-    Setting(
-        "group_label",
-        "--group-label",
-        "HOLD_GROUP_LABEL",
-        LabelKey(),
-        s.DEFAULT_GROUP_LABEL,
-        "Label whose value forms a group for --hold-scope group; nodes without it form one "
-        "group of their own.",
-        "LABEL",
-    ),
-    Setting(
-        "trigger_selector",
-        "--trigger-selector",
-        "HOLD_TRIGGER_SELECTOR",
-        LabelSelector(),
-        "",
-        "Label selector: only these nodes' arrival starts a hold (e.g. karpenter.sh/nodepool). "
-        "Empty: every node.",
-        "SELECTOR",
-    ),
-    Setting(
-        "node_selector",
-        "--node-selector",
-        "HOLD_NODE_SELECTOR",
-        LabelSelector(),
-        "",
-        "Label selector: only these nodes get held. Empty: every node.",
-        "SELECTOR",
-    ),
-    Setting(
-        "max_hold",
-        "--max-hold",
-        "HOLD_MAX_DURATION",
-        Duration(s.HOLD_RANGE, optional=True),
-        "",
-        "Hard cap: no node is held continuously for longer than this (plus one run interval), "
-        "however nodes come and go; then the window stays free for one hold duration. "
-        "Empty: no cap.",
-        "DURATION",
-    ),
-    Setting(
-        "clock",
-        "--clock",
-        "NODE_HOLDER_CLOCK",
-        Choice(s.Clock),
-        "server",
-        "Whose clock is now: the API server's (its Date header) or this machine's.",
-    ),
-    Setting(
-        "timeout",
-        "--timeout",
-        "NODE_HOLDER_TIMEOUT",
-        Duration(s.TIMEOUT_RANGE),
-        "45s",
-        "Deadline for the whole run, from 1s to 1h; keep it below the CronJob's "
-        "activeDeadlineSeconds.",
-        "DURATION",
-    ),
-    Setting(
-        "request_timeout",
-        "--request-timeout",
-        "NODE_HOLDER_REQUEST_TIMEOUT",
-        Duration(s.REQUEST_TIMEOUT_RANGE),
-        "10s",
-        "Give up on one request after this long (it is then retried within --timeout); "
-        "from 1s to 10m.",
-        "DURATION",
-    ),
-    Setting(
-        "page_size",
-        "--page-size",
-        "NODE_HOLDER_PAGE_SIZE",
-        Integer(1, 10_000),
-        "500",
-        "Nodes per list page (metadata only).",
-        "N",
-    ),
-    Setting(
-        "dry_run",
-        "--dry-run",
-        "NODE_HOLDER_DRY_RUN",
-        Boolean(),
-        None,
-        "Change nothing; print the decision and each patch that would be sent.",
-        extra={"is_flag": True, "flag_value": True, "default": False},
-    ),
-    Setting(
-        "workers",
-        "--workers",
-        "NODE_HOLDER_WORKERS",
-        Integer(1, 64),
-        "8",
-        "Patches in flight at once.",
-        "N",
-    ),
-    Setting(
-        "qps",
-        "--qps",
-        "NODE_HOLDER_QPS",
-        Number(0, 10_000),
-        "1000",
-        "Client-side limit on requests per second (0: no limit).",
-        "N",
-    ),
-    Setting(
-        "events",
-        "--events/--no-events",
-        "NODE_HOLDER_EVENTS",
-        Boolean(),
-        None,
-        "Record a Kubernetes Event when a hold starts, grows or ends.",
-        extra={"default": True, "show_default": True},
-    ),
-    Setting(
-        "kubeconfig",
-        "--kubeconfig",
-        "KUBECONFIG",
-        Text(),
-        None,
-        "Kubeconfig file(s), ':'-separated as for kubectl. Default: the in-cluster service "
-        "account inside a pod, else ~/.kube/config.",
-        "PATH",
-    ),
-    Setting(
-        "context",
-        "--context",
-        "NODE_HOLDER_CONTEXT",
-        Text(),
-        None,
-        "Kubeconfig context. Default: the current context.",
-        "NAME",
-    ),
-    Setting(
-        "suspend_cronjob",
-        "--suspend-cronjob",
-        "NODE_HOLDER_SUSPEND_CRONJOB",
-        CronJobName(),
-        "",
-        "First suspend this CronJob and wait until its running Jobs end, so that no run "
-        "puts holds back after the release (the Helm chart's uninstall hook).",
-        "NAMESPACE/NAME",
-    ),
-    Setting(
-        "output",
-        "--output",
-        "NODE_HOLDER_OUTPUT",
-        Choice(s.Output),
-        "text",
-        "Results on stdout: text lines, or JSON lines (one per patch as it lands, then a "
-        "summary as the last line; status: one whole document).",
-    ),
-    Setting(
-        "log_format",
-        "--log-format",
-        "NODE_HOLDER_LOG_FORMAT",
-        Choice(s.Output),
-        "text",
-        "Logs and errors on stderr: text or JSON lines.",
-        extra={"is_eager": True, "callback": logging_option},
-    ),
-    Setting(
-        "verbose",
-        "--verbose",
-        "NODE_HOLDER_VERBOSE",
-        Verbosity(),
-        "0",
-        "More logs (-v: info, -vv: debug) and tracebacks on errors; the env var takes 0-3.",
-        extra={
-            "short": "-v",
-            "count": True,
-            "type": None,
-            "default": 0,
-            "show_default": False,
-            "is_eager": True,
-            "callback": logging_option,
-        },
-    ),
+# --- the settings ---------------------------------------------------------------------
+
+HOLD_DURATION = Setting(
+    "--hold-duration",
+    "HOLD_DURATION",
+    duration(s.HOLD_RANGE, bare_minutes=True),
+    "Hold while the youngest node is younger than this: 90s, 20m, 1h30m, PT20M, or a bare "
+    "number of minutes; from 1s to 7d (longer is almost surely a mistake).",
+    "20m",
+)
+ANNOTATION = Setting(
+    "--annotation",
+    "HOLD_ANNOTATION",
+    KEYS,
+    "Hold annotation(s) to set: repeat the flag or separate keys with commas. "
+    "karpenter.sh/do-not-consolidate for Karpenter before v0.32; "
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled for cluster-autoscaler.",
+    s.DEFAULT_ANNOTATION,
+    extra={"multiple": True},
+)
+HOLD_SCOPE = Setting(
+    "--hold-scope",
+    "HOLD_SCOPE",
+    choice(s.Scope),
+    "cluster: a new node holds every node; group: only the nodes of its group "
+    "(--group-label); node: each node is held until it is one hold duration old.",
+    "cluster",
+)
+GROUP_LABEL = Setting(
+    "--group-label",
+    "HOLD_GROUP_LABEL",
+    LABEL,
+    "Label whose value forms a group for --hold-scope group; nodes without it form one "
+    "group of their own.",
+    s.DEFAULT_GROUP_LABEL,
+)
+TRIGGER_SELECTOR = Setting(
+    "--trigger-selector",
+    "HOLD_TRIGGER_SELECTOR",
+    SELECTOR,
+    "Label selector: only these nodes' arrival starts a hold (e.g. karpenter.sh/nodepool). "
+    "Empty: every node.",
+    "",
+)
+NODE_SELECTOR = Setting(
+    "--node-selector",
+    "HOLD_NODE_SELECTOR",
+    SELECTOR,
+    "Label selector: only these nodes get held. Empty: every node.",
+    "",
+)
+MAX_HOLD = Setting(
+    "--max-hold",
+    "HOLD_MAX_DURATION",
+    optional_duration(s.HOLD_RANGE),
+    "Hard cap: no node is held continuously for longer than this (plus one run interval), "
+    "however nodes come and go; then the window stays free for one hold duration. "
+    "Empty: no cap.",
+    "",
+)
+CLOCK = Setting(
+    "--clock",
+    "NODE_HOLDER_CLOCK",
+    choice(s.Clock),
+    "Whose clock is now: the API server's (its Date header) or this machine's.",
+    "server",
+)
+TIMEOUT = Setting(
+    "--timeout",
+    "NODE_HOLDER_TIMEOUT",
+    duration(s.TIMEOUT_RANGE),
+    "Deadline for the whole run, from 1s to 1h; keep it below the CronJob's activeDeadlineSeconds.",
+    "45s",
+)
+REQUEST_TIMEOUT = Setting(
+    "--request-timeout",
+    "NODE_HOLDER_REQUEST_TIMEOUT",
+    duration(s.REQUEST_TIMEOUT_RANGE),
+    "Give up on one request after this long (it is then retried within --timeout); "
+    "from 100ms to 10m.",
+    "10s",
+)
+PAGE_SIZE = Setting(
+    "--page-size",
+    "NODE_HOLDER_PAGE_SIZE",
+    integer(1, 10_000),
+    "At most this many nodes per list page (metadata only; pages are also sized to about 4 MB).",
+    "500",
+)
+DRY_RUN = Setting(
+    "--dry-run",
+    "NODE_HOLDER_DRY_RUN",
+    BOOLEAN,
+    "Change nothing; print the decision and each patch that would be sent.",
+    extra={"is_flag": True, "flag_value": True, "default": False},
+)
+WORKERS = Setting(
+    "--workers", "NODE_HOLDER_WORKERS", integer(1, 64), "Patches in flight at once.", "8"
+)
+QPS = Setting(
+    "--qps",
+    "NODE_HOLDER_QPS",
+    rate(10_000),
+    "Node writes a second at most; auto: max(200, nodes/300). Halved on 429 and on slow "
+    "answers, then recovers slowly; reconcile ends a hold at half the rate. 0: no limit.",
+    "auto",
+)
+EVENTS = Setting(
+    "--events/--no-events",
+    "NODE_HOLDER_EVENTS",
+    BOOLEAN,
+    "Record a Kubernetes Event when a hold starts, grows or ends.",
+    extra={"default": True, "show_default": True},
+)
+KUBECONFIG = Setting(
+    "--kubeconfig",
+    "KUBECONFIG",
+    TEXT,
+    "Kubeconfig file(s), ':'-separated as for kubectl. Default: the in-cluster service "
+    "account inside a pod, else ~/.kube/config.",
+    metavar="PATH",
+)
+CONTEXT = Setting(
+    "--context",
+    "NODE_HOLDER_CONTEXT",
+    TEXT,
+    "Kubeconfig context. Default: the current context.",
+    metavar="NAME",
+)
+SUSPEND_CRONJOB = Setting(
+    "--suspend-cronjob",
+    "NODE_HOLDER_SUSPEND_CRONJOB",
+    CRONJOB,
+    "First suspend this CronJob and wait until its running Jobs end, so that no run "
+    "puts holds back after the release (the Helm chart's uninstall hook).",
+    "",
+    metavar="NAMESPACE/NAME",
+)
+OUTPUT = Setting(
+    "--output",
+    "NODE_HOLDER_OUTPUT",
+    choice(s.Output),
+    "Results on stdout: text lines, or JSON lines (one per patch as it lands, then a "
+    "summary as the last line; status: one whole document).",
+    "text",
+)
+LOG_FORMAT = Setting(
+    "--log-format",
+    "NODE_HOLDER_LOG_FORMAT",
+    choice(s.Output),
+    "Logs and errors on stderr: text or JSON lines.",
+    "text",
+    extra={"is_eager": True, "callback": logging_option},
+)
+VERBOSE = Setting(
+    "--verbose",
+    "NODE_HOLDER_VERBOSE",
+    integer(0, 3),
+    "More logs (-v: info, -vv: debug) and tracebacks on errors; the env var takes 0-3.",
+    "0",
+    extra={
+        "short": "-v",
+        "count": True,
+        "type": None,
+        "default": 0,
+        "show_default": False,
+        "is_eager": True,
+        "callback": logging_option,
+    },
 )
 
-BY_NAME = {setting.name: setting for setting in SETTINGS}
-BY_ENV = {setting.env: setting for setting in SETTINGS}
+# simulate's own: a replay on a laptop, never configured through the environment.
+COMPARE = Setting(
+    "--compare",
+    None,
+    COLUMNS,
+    "Also replay these configurations, side by side: hold durations, each optionally "
+    "with /SCOPE and /max=DURATION, e.g. 10m,40m,20m/group,20m/node,20m/max=1h. "
+    "What a column leaves out comes from the options above.",
+    "",
+    metavar="COLUMNS",
+)
+SWEEP = Setting(
+    "--sweep",
+    None,
+    COLUMNS,
+    "Instead of --compare: replay the hold options with each of these hold durations "
+    "(default 5m,10m,15m,20m,30m,45m,1h,2h) and show what each buys against what it costs: "
+    "launches avoided against node-hours kept (estimates), as a table and, with --plot, a curve.",
+    metavar="[DURATIONS]",
+    extra={"is_flag": False, "flag_value": ""},
+)
+INTERVAL = Setting(
+    "--interval",
+    None,
+    duration(s.INTERVAL_RANGE),
+    "Time between two runs: the CronJob's schedule.",
+    "1m",
+)
+START = Setting(
+    "--start",
+    None,
+    TEXT,
+    "Replay from this RFC 3339 time. Default: the timeline's start: or its first node.",
+    metavar="TIME",
+)
+END = Setting(
+    "--end",
+    None,
+    TEXT,
+    "Replay until this RFC 3339 time. Default: the timeline's end:, or once the last "
+    "hold could have ended.",
+    metavar="TIME",
+)
+LAST = Setting(
+    "--last",
+    None,
+    optional_duration(s.HISTORY_RANGE),
+    "Replay only the last DURATION before the end (e.g. 24h): for a long history "
+    "such as `kubectl get nodes -o json` of an old cluster.",
+)
+PLOT = Setting(
+    "--plot",
+    None,
+    TEXT,
+    "Also draw nodes held over time into a PNG (needs matplotlib).",
+    metavar="FILE.png",
+)
 
 HOLD = (
-    "hold_duration",
-    "annotations",
-    "hold_scope",
-    "group_label",
-    "trigger_selector",
-    "node_selector",
-    "max_hold",
+    HOLD_DURATION,
+    ANNOTATION,
+    HOLD_SCOPE,
+    GROUP_LABEL,
+    TRIGGER_SELECTOR,
+    NODE_SELECTOR,
+    MAX_HOLD,
 )
-READ = ("clock", "timeout", "request_timeout", "page_size")
-WRITE = ("dry_run", "workers", "qps", "events")
-ACCESS = ("kubeconfig", "context")
-OUTPUT = ("output", "log_format", "verbose")
-PIN = ("annotations", "dry_run", "timeout", "request_timeout", "page_size", *ACCESS, *OUTPUT)
+READ = (CLOCK, TIMEOUT, REQUEST_TIMEOUT, PAGE_SIZE)
+WRITE = (DRY_RUN, WORKERS, QPS, EVENTS)
+ACCESS = (KUBECONFIG, CONTEXT)
+OUTPUTS = (OUTPUT, LOG_FORMAT, VERBOSE)
+PIN = (ANNOTATION, DRY_RUN, TIMEOUT, REQUEST_TIMEOUT, PAGE_SIZE, *ACCESS, *OUTPUTS)
+REPLAY = (COMPARE, SWEEP, INTERVAL, START, END, LAST, PLOT)  # simulate's own
 
 #: Which settings each command uses; nothing else is read for it.
-COMMANDS: dict[str, tuple[str, ...]] = {
-    "reconcile": HOLD + WRITE + READ + ACCESS + OUTPUT,
-    "status": HOLD + READ + ACCESS + OUTPUT,
+COMMANDS: dict[str, tuple[Setting[Any], ...]] = {
+    "reconcile": (*HOLD, *WRITE, *READ, *ACCESS, *OUTPUTS),
+    "status": (*HOLD, *READ, *ACCESS, *OUTPUTS),
     # release needs no hold duration, scope, selector or cap: it removes every hold this tool
     # owns. --annotation names custom hold keys it may remove besides the well-known ones.
-    "release": ("annotations", "suspend_cronjob", *WRITE, *READ, *ACCESS, *OUTPUT),
+    "release": (ANNOTATION, SUSPEND_CRONJOB, *WRITE, *READ, *ACCESS, *OUTPUTS),
     # A person's pin on the named nodes: no hold settings, no clock, no Events.
     "pin": PIN,
     "unpin": PIN,
-    "simulate": (*HOLD, "output", "log_format", "verbose"),
+    "simulate": (*HOLD, *OUTPUTS, *REPLAY, EVENTS),
 }
+#: Every setting, in the order docs/reference.md lists them.
+SETTINGS = (*HOLD, *READ, *WRITE, *ACCESS, SUSPEND_CRONJOB, *OUTPUTS, *REPLAY)
+BY_NAME = {setting.name: setting for setting in SETTINGS}
+BY_ENV = {setting.env: setting for setting in SETTINGS if setting.env}
+
+
+# --- parsed options -> settings --------------------------------------------------------
+
+
+class Parsed:
+    """One command's parsed options, read by their Setting: `parsed[TIMEOUT]` is a timedelta."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.values = values
+
+    def __getitem__(self, setting: Setting[T]) -> T:
+        return cast(T, self.values[setting.name])
+
+    def get(self, setting: Setting[T], default: T) -> T:
+        """A setting the command may not take: its value, else `default`."""
+        return cast(T, self.values.get(setting.name, default))
+
+
+def hold_settings(parsed: Parsed) -> HoldSettings:
+    """The decision's settings, each field from its option."""
+    hold = HoldSettings(
+        hold_duration=parsed[HOLD_DURATION],
+        annotations=parsed[ANNOTATION],
+        scope=parsed[HOLD_SCOPE],
+        group_label=parsed[GROUP_LABEL],
+        trigger_selector=parsed[TRIGGER_SELECTOR],
+        node_selector=parsed[NODE_SELECTOR],
+        max_hold=parsed[MAX_HOLD],
+    )
+    s.check_max_hold(hold)
+    return hold
+
+
+def run_settings(parsed: Parsed, mode: Mode, only: tuple[str, ...] = ()) -> RunSettings:
+    """What one run does and how; a setting the command does not take keeps its default."""
+    default = RunSettings()
+    return RunSettings(
+        mode=mode,
+        dry_run=parsed.get(DRY_RUN, default.dry_run),
+        clock=parsed.get(CLOCK, default.clock),
+        timeout=parsed[TIMEOUT],
+        workers=parsed.get(WORKERS, default.workers),
+        qps=parsed.get(QPS, default.qps),
+        page_size=parsed[PAGE_SIZE],
+        events=parsed.get(EVENTS, default.events),
+        output=parsed[OUTPUT],
+        only=tuple(dict.fromkeys(only)),
+    )
+
+
+def access_settings(parsed: Parsed) -> ClusterAccess:
+    return ClusterAccess(
+        kubeconfig=parsed[KUBECONFIG],
+        context=parsed[CONTEXT],
+        request_timeout=parsed[REQUEST_TIMEOUT].total_seconds(),
+    )
 
 
 def settings_for(command: str) -> Decorator:
-    """Decorate a command with exactly the options it uses, each defined once above, and
-    check the environment's variable names when it runs (so `--help` always answers)."""
-    decorators = [BY_NAME[name].option() for name in COMMANDS[command]]
+    """Decorate a command with exactly the options it uses, each defined once above; the
+    command gets them as one `Parsed` (its arguments as keywords), once the environment's
+    variable names are checked (when it runs, so that `--help` always answers)."""
 
-    def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+    def apply(func: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(func)
-        def checked(*args: Any, **params: Any) -> Any:
+        def checked(**values: Any) -> None:
             for warning in check_environment(os.environ):
                 log.warning("%s", warning)
-            return func(*args, **params)
+            func(Parsed(values), **{k: v for k, v in values.items() if k not in BY_NAME})
 
-        for decorator in reversed(decorators):
-            checked = decorator(checked)
+        for setting in reversed(COMMANDS[command]):
+            checked = setting.option()(checked)
         return checked
 
     return apply
-
-
-def env_names(command: str) -> tuple[str, ...]:
-    return tuple(BY_NAME[name].env for name in COMMANDS[command])
 
 
 #: The project's variables that are not settings: the test suite's (docs/testing.md).
@@ -528,5 +568,4 @@ def check_environment(environ: Mapping[str, str]) -> list[str]:
     return warnings
 
 
-_ENV_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-assert all(_ENV_RE.match(setting.env) for setting in SETTINGS)
+assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", env) for env in BY_ENV)

@@ -1,4 +1,5 @@
-"""Text and JSON renderings of a run: the lines people read in `kubectl logs`.
+"""Text and JSON renderings of a run: the lines people read in `kubectl logs`, and the
+words of its Events (the rule says what changed, as a `Transition`; this module says it).
 
 Wording follows kube-janitor's `node/<name>: would add ...` lines, then one
 summary line per run. No line grows with the cluster: per-node detail is in the per-node
@@ -10,26 +11,48 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from reconcile.cluster.apply import NodeResult, Outcome
-from reconcile.rule.decide import HoldWindow, KeyState, Mode, NodeDecision, NodePatch, Plan
-from reconcile.rule.settings import Scope, format_duration
+from reconcile.rule.decide import (
+    MAX_EVENTS,
+    HoldWindow,
+    KeyState,
+    NodeDecision,
+    NodePatch,
+    Plan,
+    Reason,
+    Transition,
+)
+from reconcile.rule.settings import (
+    KNOWN_HOLD_KEYS,
+    HoldSettings,
+    Mode,
+    RunSettings,
+    Scope,
+    format_duration,
+    format_time,
+)
 from reconcile.run import RunResult
 
 
-def iso(moment: datetime | None) -> str | None:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else None
+def _time(moment: datetime | None) -> str | None:
+    return format_time(moment) if moment else None
 
 
 def _keys(keys: tuple[str, ...]) -> str:
     return ", ".join(keys)
 
 
-def _body(patch: NodePatch) -> str:
-    return json.dumps(patch.body(), separators=(",", ":"), sort_keys=False)
+def _names(names: list[str]) -> str:
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return ", ".join(names[:5]) + more
+
+
+# --- one node's patch --------------------------------------------------------------
 
 
 def _what(patch: NodePatch, past: bool) -> str:
@@ -54,7 +77,8 @@ def patch_line(patch: NodePatch, result: NodeResult | None, dry_run: bool) -> st
     """`node/x: would add karpenter.sh/do-not-disrupt {...}` and friends."""
     what = _what(patch, past=False)
     if dry_run:
-        return f"node/{patch.node}: would {what} {_body(patch)}"
+        body = json.dumps(patch.body(), separators=(",", ":"))
+        return f"node/{patch.node}: would {what} {body}"
     assert result is not None
     match result.outcome:
         case Outcome.PATCHED:
@@ -69,6 +93,28 @@ def patch_line(patch: NodePatch, result: NodeResult | None, dry_run: bool) -> st
     return f"node/{patch.node}: failed to {what}: {result.error}"
 
 
+def patch_json(patch: NodePatch, result: NodeResult | None = None) -> dict[str, Any]:
+    """One node's JSON line: the patch a dry run would send, or (`result`) how it landed."""
+    facts = {
+        "result": result and str(result.outcome),
+        "conflicts": result and result.conflicts,
+        "error": result and result.error,
+        "ignored": list(patch.ignored),
+    }
+    entry = {"node": patch.node, "action": patch.action, "body": patch.body()}
+    return entry | {key: value for key, value in facts.items() if value}
+
+
+def landed(result: NodeResult, as_json: bool) -> str:
+    """The line for one node's patch, printed the moment its result is known."""
+    if as_json:
+        return json.dumps(patch_json(result.patch, result))
+    return patch_line(result.patch, result, dry_run=False)
+
+
+# --- hold windows and their Events -----------------------------------------------------
+
+
 def describe_window(window: HoldWindow, now: datetime, plan: Plan) -> str:
     """`held: youngest node x is 3m old, hold until T (17m left)` and its released forms."""
     if plan.mode is Mode.RELEASE:
@@ -76,7 +122,7 @@ def describe_window(window: HoldWindow, now: datetime, plan: Plan) -> str:
     if window.youngest is None or window.youngest_created is None:
         return "released: no node that can start a hold"
     age = format_duration(now - window.youngest_created)
-    until = iso(window.hold_until)
+    until = _time(window.hold_until)
     if window.held:
         assert window.hold_until is not None
         left = format_duration(window.hold_until - now)
@@ -85,7 +131,7 @@ def describe_window(window: HoldWindow, now: datetime, plan: Plan) -> str:
             f"held: youngest node {window.youngest} is {age} old, "
             f"hold until {until} ({left} left{capped})"
         )
-    free = f"; no new hold before {iso(window.free_until)}" if window.free_until else ""
+    free = f"; no new hold before {_time(window.free_until)}" if window.free_until else ""
     if (
         window.capped
         and window.hold_until is not None
@@ -96,6 +142,41 @@ def describe_window(window: HoldWindow, now: datetime, plan: Plan) -> str:
             f"{window.youngest} is {age} old"
         )
     return f"released: youngest node {window.youngest} is {age} old, hold ended at {until}{free}"
+
+
+def event_message(transition: Transition, plan: Plan) -> str:
+    """An Event's words, as recorded on the node and printed in the run's report."""
+    window, nodes = transition.window, transition.nodes
+    if window is None:
+        return (
+            f"Hold {transition.reason[4:].lower()} for {transition.more} more windows, "
+            f"{nodes} node(s) in all (one run records at most {MAX_EVENTS} Events)"
+        )
+    until = _time(window.hold_until) or "-"
+    if transition.reason is not Reason.ENDED:
+        return (
+            f"Hold {transition.reason[4:].lower()} for {window.name} until {until}: youngest "
+            f"node {window.youngest} created {_time(window.youngest_created) or '-'}; "
+            f"hold annotation added to {nodes} node(s)"
+        )
+    if plan.mode is Mode.RELEASE:
+        why = "released by node-holder release"
+    elif window.capped:
+        why = f"max-hold reached at {until}"
+    elif window.youngest:
+        age = format_duration(plan.hold.hold_duration)
+        why = f"youngest node {window.youngest} is older than {age}"
+    else:
+        why = "no node triggers a hold any more"
+    return f"Hold ended for {window.name}: {why}; hold annotation removed from {nodes} node(s)"
+
+
+def _shown(plan: Plan) -> list[HoldWindow]:
+    """The windows a report shows: every one, but in node scope only the held nodes."""
+    return [w for w in plan.windows if plan.hold.scope is not Scope.NODE or w.held]
+
+
+# --- counting ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -112,21 +193,26 @@ class Tally:
 #: Always printed, even at 0; the others only when they happen.
 _ALWAYS = ("added", "removed", "unchanged", "held by others", "exempt", "deleting")
 _ALWAYS_FOR = {Mode.PIN: ("pinned", "unchanged"), Mode.UNPIN: ("unpinned", "unchanged")}
-_ORDER = (
-    "added",
-    "removed",
-    "switched",
-    "disowned",
-    "tidied",
-    "pinned",
-    "unpinned",
-    "failed",
-    "unchanged",
-    "not selected",
-    "held by others",
-    "exempt",
-    "deleting",
-    "gone",
+#: What a patch did (a dry run: would do), by its action; "switched": a key added and
+#: another removed in the same patch.
+_DONE = {
+    "pin": "pinned",
+    "unpin": "unpinned",
+    "add": "added",
+    "remove": "removed",
+    "disown": "disowned",
+    "tidy": "tidied",
+}
+#: The categories, in the order they are printed: what changed, what failed, what did not.
+_CHANGED = ("added", "removed", "switched", "disowned", "tidied", "pinned", "unpinned")
+_UNCHANGED = ("unchanged", "not selected", "held by others", "exempt", "deleting", "gone")
+_ORDER = (*_CHANGED, "failed", *_UNCHANGED)
+#: How `status` names a node's state, from the states of its hold keys: the first found.
+_STATE_WORDS = (
+    (KeyState.PINNED, "pinned"),
+    (KeyState.OURS, "held by us"),
+    (KeyState.FOREIGN, "held by others"),
+    (KeyState.EXEMPT, "exempt"),
 )
 #: A node no patch changes is counted by its state: these states, else "unchanged".
 _STATES = ("held by others", "exempt", "pinned")
@@ -135,16 +221,14 @@ _STATES = ("held by others", "exempt", "pinned")
 LISTED, LISTED_BYTES = 20, 4096
 
 
+def state(decision: NodeDecision) -> str:
+    """`pinned`, `held by us`, `held by others`, `exempt` or `free`."""
+    states = {s for _, s in decision.keys}
+    return next((word for key, word in _STATE_WORDS if key in states), "free")
+
+
 def _landed_category(patch: NodePatch) -> str:
-    if patch.pinned or patch.unpinned:
-        return "pinned" if patch.pinned else "unpinned"
-    if patch.added and patch.removed:
-        return "switched"  # one key added and another removed in the same patch
-    if patch.added:
-        return "added"
-    if patch.removed:
-        return "removed"
-    return "disowned" if patch.action == "disown" else "tidied"
+    return "switched" if patch.added and patch.removed else _DONE[patch.action]
 
 
 #: Patches that did not land, by outcome; any other outcome is a failure.
@@ -162,8 +246,8 @@ def _category(
     if patch is None and not decision.selected:
         return "not selected", None  # outside --node-selector: never "unchanged"
     if patch is None:
-        state = decision.state
-        return (state if state in states else "unchanged"), None
+        found = state(decision)
+        return (found if found in states else "unchanged"), None
     if dry_run or outcome is None:
         return _landed_category(patch), patch  # planned: the dry run's "would be"
     if outcome.outcome is Outcome.PATCHED:
@@ -195,10 +279,9 @@ def tally(result: RunResult) -> Tally:
 def _counts(result: RunResult) -> str:
     counted = tally(result)
     verb = "would be " if result.dry_run else ""
-    planned = ("added", "removed", "switched", "disowned", "tidied", "pinned", "unpinned")
     why = ", ".join(f"{n} to {a}" for a, n in sorted(counted.failed_by_action.items()))
     parts = [
-        f"{n} {verb if c in planned else ''}{c}" + (f" ({why})" if c == "failed" else "")
+        f"{n} {verb if c in _CHANGED else ''}{c}" + (f" ({why})" if c == "failed" else "")
         for c, n in counted.categories.items()
     ]
     text = f"{counted.nodes} nodes: " + ", ".join(parts)
@@ -207,6 +290,9 @@ def _counts(result: RunResult) -> str:
         keys += [f"-{k} on {n}" for k, n in counted.keys_removed.items()]
         text += f" (keys: {', '.join(keys)})"
     return text
+
+
+# --- the text lines ------------------------------------------------------------------
 
 
 def decision_lines(result: RunResult) -> list[str]:
@@ -242,6 +328,18 @@ def _kept_line(kept: dict[str, int]) -> str:
     )
 
 
+def unread_keys(hold: HoldSettings, run: RunSettings) -> list[str]:
+    """Hold keys neither Karpenter nor cluster-autoscaler reads: set anyway, and said."""
+    if run.mode is Mode.RELEASE:
+        return []  # it removes them
+    return [
+        f"--annotation (HOLD_ANNOTATION): {key!r} is not read by Karpenter or cluster-autoscaler "
+        f"(they read {', '.join(KNOWN_HOLD_KEYS)}); it is set anyway"
+        for key in hold.annotations
+        if key not in KNOWN_HOLD_KEYS
+    ]
+
+
 def unheeded(plan: Plan) -> list[str]:
     """Hold settings that select nothing in this cluster, as given: said, not swallowed."""
     hold, nodes = plan.hold, len(plan.decisions)
@@ -266,25 +364,62 @@ def unheeded(plan: Plan) -> list[str]:
     return found
 
 
-def owned_in_dry_run(plan: Plan) -> str | None:
-    """A dry run removes nothing: holds this tool owns stay until a real run or a release."""
-    owned = sum(1 for d in plan.decisions if any(s is KeyState.OURS for _, s in d.keys))
-    if not owned:
+#: More node patches than this in one hold start or end is a burden on the control plane:
+#: each one goes to every client that watches all Nodes (docs/performance.md).
+LARGE_EDGE = 20_000
+
+
+def large_edge(plan: Plan) -> str | None:
+    """A hold start or end too large for the control plane's watchers (final JSON: largeEdge)."""
+    if (patches := len(plan.patches)) <= LARGE_EDGE:
         return None
     return (
-        f"dry run: {owned} nodes carry hold annotations of node-holder, which a dry run never "
-        "removes; release them with `node-holder release`, or run without --dry-run "
-        "(NODE_HOLDER_DRY_RUN)"
+        f"this hold start or end patches {patches} nodes (more than {LARGE_EDGE:,}), each patch "
+        "sent to every client that watches all Nodes: hold each NodePool on its own "
+        "(--hold-scope group), or use the NodePool-budget mechanism (--mechanism budget, "
+        "coming: one write per NodePool)"
     )
 
 
 def warnings(result: RunResult, command: str) -> list[str]:
-    """What stderr says about this run besides errors: settings that select nothing, and a
-    dry run's holds left in place."""
+    """What stderr says about this run besides errors: settings that select nothing, a hold
+    edge too large, and a dry run's holds left in place (a dry run removes nothing: they stay
+    until a real run or a release)."""
     found = unheeded(result.plan)
-    if command == "reconcile" and result.dry_run and (owned := owned_in_dry_run(result.plan)):
-        found.append(owned)
+    if edge := large_edge(result.plan):
+        found.append(edge)
+    if command != "reconcile" or not result.dry_run:
+        return found
+    owned = sum(1 for d in result.plan.decisions if any(s is KeyState.OURS for _, s in d.keys))
+    if owned:
+        found.append(
+            f"dry run: {owned} nodes carry hold annotations of node-holder, which a dry run "
+            "never removes; release them with `node-holder release`, or run without --dry-run "
+            "(NODE_HOLDER_DRY_RUN)"
+        )
     return found
+
+
+def failure(result: RunResult) -> str | None:
+    """The one error line of a run that did not do all it had to, or None."""
+    applied = result.applied
+    failed = list(applied.failed) if applied is not None else []
+    if applied is not None and failed and applied.fatal:
+        return str(applied.fatal)
+    parts = []
+    if result.missing:  # pin, unpin: the others were still patched
+        parts.append(f"{len(result.missing)} node(s) not found: {_names(list(result.missing))}")
+    if applied is not None and failed:
+        why = (
+            " (stopped by a signal)"
+            if applied.interrupted
+            else " (run timeout reached)"
+            if applied.timed_out
+            else ""
+        )
+        names = _names([r.node for r in failed])
+        parts.append(f"{len(failed)} node(s) not patched{why}: {names}; the next run retries them")
+    return "; ".join(parts) or None
 
 
 def final_lines(result: RunResult, command: str, as_json: bool) -> list[str]:
@@ -293,34 +428,12 @@ def final_lines(result: RunResult, command: str, as_json: bool) -> list[str]:
         return [_line(render_status_json(result))] if as_json else render_status_text(result)
     if not as_json:
         return render_text(result, streamed=not result.dry_run)
-    planned = [json.dumps(planned_json(p)) for p in result.plan.patches if result.dry_run]
+    planned = [json.dumps(patch_json(p)) for p in result.plan.patches if result.dry_run]
     return [*planned, _line(render_json(result, command))]
 
 
 def _line(data: dict[str, Any]) -> str:
     return json.dumps(data, separators=(",", ":"))
-
-
-def landed_line(result: NodeResult) -> str:
-    """The line for one node's patch, printed the moment its result is known."""
-    return patch_line(result.patch, result, dry_run=False)
-
-
-def landed_json(result: NodeResult) -> dict[str, Any]:
-    """The JSON line for one node's patch, printed the moment its result is known."""
-    entry: dict[str, Any] = {
-        "node": result.node,
-        "action": result.patch.action,
-        "result": str(result.outcome),
-        "body": result.patch.body(),
-    }
-    if result.conflicts:
-        entry["conflicts"] = result.conflicts
-    if result.error:
-        entry["error"] = result.error
-    if result.patch.ignored:
-        entry["ignored"] = list(result.patch.ignored)
-    return entry
 
 
 def render_text(result: RunResult, streamed: bool = False) -> list[str]:
@@ -329,24 +442,26 @@ def render_text(result: RunResult, streamed: bool = False) -> list[str]:
     outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
     for patch in () if streamed else result.plan.patches:
         lines.append(patch_line(patch, outcomes.get(patch.node), result.dry_run))
-    for transition in result.events:
-        lines.append(f"event {transition.reason} on node/{transition.node}: {transition.message}")
+    for t in result.events:
+        lines.append(f"event {t.reason} on node/{t.node}: {event_message(t, result.plan)}")
     lines.extend(decision_lines(result))
     return lines
 
 
+# --- the JSON summary ----------------------------------------------------------------
+
+
 def window_json(window: HoldWindow, now: datetime) -> dict[str, Any]:
+    created = window.youngest_created
     return {
         "name": window.name,
         "held": window.held,
         "youngestNode": window.youngest,
-        "youngestAge": format_duration(now - window.youngest_created)
-        if window.youngest_created
-        else None,
-        "holdUntil": iso(window.hold_until),
-        "stretchStart": iso(window.stretch_start),
+        "youngestAge": format_duration(now - created) if created else None,
+        "holdUntil": _time(window.hold_until),
+        "stretchStart": _time(window.stretch_start),
         "capped": window.capped,
-        "freeUntil": iso(window.free_until),  # after --max-hold ended a hold: none before this
+        "freeUntil": _time(window.free_until),  # after --max-hold ended a hold: none before this
         "triggerNodes": window.triggers,
         "nodes": window.nodes,
     }
@@ -359,16 +474,10 @@ def _headline(plan: Plan) -> dict[str, Any]:
     until = max((w.hold_until for w in held_windows if w.hold_until), default=None)
     return {
         "held": bool(held_windows),
-        "holdUntil": iso(until),
+        "holdUntil": _time(until),
         "youngestNode": youngest.youngest if youngest else None,
-        "youngestCreated": iso(youngest.youngest_created) if youngest else None,
+        "youngestCreated": _time(youngest.youngest_created) if youngest else None,
     }
-
-
-def planned_json(patch: NodePatch) -> dict[str, Any]:
-    """A dry run's line for one node's patch (a real run's: `landed_json`)."""
-    entry = {"node": patch.node, "action": patch.action, "body": patch.body()}
-    return entry | ({"ignored": list(patch.ignored)} if patch.ignored else {})
 
 
 def _listed(key: str, items: list[Any], whole: bool) -> dict[str, Any]:
@@ -386,24 +495,24 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
     """The run's last line; `whole` (status) also lists every window, patch and error."""
     plan = result.plan
     counted = tally(result)
-    windows = [w for w in plan.windows if plan.hold.scope != Scope.NODE or w.held]
-    windows.sort(key=lambda w: not w.held)  # the held ones first
+    windows = sorted(_shown(plan), key=lambda w: not w.held)  # the held ones first
+    events = [
+        {"reason": t.reason, "node": t.node, "message": event_message(t, plan)}
+        for t in result.events
+    ]
     data = {
         "command": command,
         "dryRun": result.dry_run,
-        "now": iso(plan.now),
+        "now": _time(plan.now),
         "clock": result.listing.clock,
         "scope": str(plan.hold.scope),
         "holdDuration": format_duration(plan.hold.hold_duration),
         "annotations": list(plan.hold.annotations),
+        "largeEdge": large_edge(plan) is not None,
         **_headline(plan),
         **_listed("windows", [window_json(w, plan.now) for w in windows], whole),
         **_listed("errors", [*result.errors, *result.event_errors], whole),
-        **_listed(
-            "events",
-            [{"reason": t.reason, "node": t.node, "message": t.message} for t in result.events],
-            whole,
-        ),
+        **_listed("events", events, whole),
         "summary": {
             "nodes": counted.nodes,
             **{_camel(c): counted.categories.get(c, 0) for c in _ORDER},
@@ -418,7 +527,7 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
         },
     }
     if whole:
-        data["patches"] = [planned_json(p) for p in plan.patches]
+        data["patches"] = [patch_json(p) for p in plan.patches]
     return data
 
 
@@ -431,23 +540,20 @@ def _camel(category: str) -> str:
 
 
 def status_rows(plan: Plan) -> list[dict[str, Any]]:
-    rows = []
-    for d in plan.decisions:
-        nxt = d.patch.action if d.patch else "-"
-        rows.append(
-            {
-                "name": d.node,
-                "age": format_duration(plan.now - d.created),
-                "window": d.window,
-                "state": d.state + (" (deleting)" if d.deleting else ""),
-                "annotations": {k: str(s) for k, s in d.keys},
-                "next": nxt,
-            }
-        )
-    return rows
+    return [
+        {
+            "name": d.node,
+            "age": format_duration(plan.now - d.created),
+            "window": d.window,
+            "state": state(d) + (" (deleting)" if d.deleting else ""),
+            "annotations": {k: str(s) for k, s in d.keys},
+            "next": d.patch.action if d.patch else "-",
+        }
+        for d in plan.decisions
+    ]
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     table = [header, *rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return [
@@ -456,42 +562,39 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     ]
 
 
-def window_rows(plan: Plan) -> list[tuple[str, ...]]:
-    """One row per hold window: the cluster, or each group (node scope: the held nodes)."""
-    rows = []
-    for w in plan.windows:
-        if plan.hold.scope is Scope.NODE and not w.held:
-            continue
-        held = w.held and plan.mode is Mode.RECONCILE
-        age = format_duration(plan.now - w.youngest_created) if w.youngest_created else "-"
-        rows.append(
-            (
-                w.name,
-                "held" + (" (max-hold)" if w.capped else "")
-                if held
-                else f"free until {iso(w.free_until)}"
-                if w.free_until and plan.mode is Mode.RECONCILE
-                else "released",
-                w.youngest or "-",
-                age,
-                iso(w.hold_until) or "-",
-                str(w.nodes),
-            )
-        )
-    return rows
+def _window_state(window: HoldWindow, plan: Plan) -> str:
+    if plan.mode is not Mode.RECONCILE:
+        return "released"
+    if window.held:
+        return "held (max-hold)" if window.capped else "held"
+    return f"free until {_time(window.free_until)}" if window.free_until else "released"
 
 
 def render_status_text(result: RunResult) -> list[str]:
+    """The summary, a table of the hold windows (node scope: the held nodes) and one of the
+    nodes."""
     plan = result.plan
-    windows = _table(
-        ("WINDOW", "STATE", "YOUNGEST NODE", "AGE", "HOLD UNTIL", "NODES"), window_rows(plan)
-    )
-    nodes = _table(
-        ("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"),
-        [(r["name"], r["age"], r["window"], r["state"], r["next"]) for r in status_rows(plan)],
-    )
+    windows = [
+        (
+            w.name,
+            _window_state(w, plan),
+            w.youngest or "-",
+            format_duration(plan.now - w.youngest_created) if w.youngest_created else "-",
+            _time(w.hold_until) or "-",
+            str(w.nodes),
+        )
+        for w in _shown(plan)
+    ]
+    nodes = [(r["name"], r["age"], r["window"], r["state"], r["next"]) for r in status_rows(plan)]
     ignored = [f"node/{p.node}: ignored {why}" for p in plan.patches for why in p.ignored]
-    return [*decision_lines(result), "", *windows, "", *nodes, *ignored]
+    return [
+        *decision_lines(result),
+        "",
+        *_table(("WINDOW", "STATE", "YOUNGEST NODE", "AGE", "HOLD UNTIL", "NODES"), windows),
+        "",
+        *_table(("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"), nodes),
+        *ignored,
+    ]
 
 
 def render_status_json(result: RunResult) -> dict[str, Any]:

@@ -1,1 +1,1 @@
-"""The API boundary: access, the HTTP client and its retries, read, apply, handover."""
+"""The API boundary: access, errors, transport, calls, one request path; read, apply, handover."""

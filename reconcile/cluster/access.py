@@ -1,35 +1,20 @@
 """Cluster access: which cluster, as whom, resolved like kubectl without touching the network.
 
-Order (the first that applies wins):
-
-1. `--kubeconfig`, else `$KUBECONFIG`: a list of files separated by
-   `os.pathsep`; as with kubectl, entries that do not exist are skipped (all missing is an
-   error naming them) and the rest are merged: the first file to define a cluster, user or
-   context name wins, and so does the first `current-context`. `--context` picks a context,
-   else the merged `current-context`;
-2. inside a pod (`KUBERNETES_SERVICE_HOST` set): the pod's service account token;
-3. `~/.kube/config`, looked for only then: a user without a home (the image's uid 65532 has
-   no passwd entry, and HOME may be unset) has no default kubeconfig.
-
-A user's credentials, in the official Python client's order: `auth-provider`, `token` (or
-`tokenFile`), `exec`, `username`/`password`. The HTTP proxy: the cluster's `proxy-url`, else
-`HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` unless `NO_PROXY` names the server.
-
-Every failure is a `ConfigError` (exit 2) naming the setting and a fix, raised before any
-request: a missing context, a credential plugin (`exec`) that is missing, fails, prints
-something other than an ExecCredential or does not finish within the run's `--timeout`,
-certificate data that is not base64, certificate files that do not exist or do not load.
-An exec plugin's token is used, as by client-go, until its `expirationTimestamp` (renewed up
-to AUTH_REFRESH_SECONDS early: the client keeps headers that long), then the plugin runs again;
-after a 401 it runs once more. A renewal that fails mid-run is logged and the last token kept
-(the API server then says whether it still works). A client certificate from a plugin is
-used for the whole run.
+`--kubeconfig` (else `$KUBECONFIG`, a list of files merged as kubectl merges them), else the
+pod's service account, else `~/.kube/config`; a user's credentials in the official Python
+client's order (`auth-provider`, `token` or `tokenFile`, `exec`, `username`/`password`);
+the proxy from `proxy-url` or the environment. docs/operations-notes.md lists every field
+read and every refusal. Every failure is a `ConfigError` (exit 2) naming the setting and a
+fix, raised before any request. An exec plugin's token is used, as by client-go, until its
+`expirationTimestamp` (renewed up to AUTH_REFRESH_SECONDS early: the transport keeps headers
+that long), then the plugin runs again; after a 401 it runs once more. A renewal that fails
+mid-run is logged and the last token kept (the API server then says whether it still works).
 
 The kubeconfig is read here rather than by the official client's loader because importing
 `kubernetes` costs about 0.3 s, a third of a steady run at 5,000 nodes (docs/performance.md);
 only the legacy `auth-provider` users (gcp, oidc) are handed to that loader, imported then.
 tests/api/test_client_kubeconfig.py resolves kubeconfigs both ways and compares. The result
-is a `Connection`; `reconcile.cluster.client` builds its connection pool from it.
+is a `Connection`; `reconcile.cluster.transport` builds its connection pool from it.
 """
 
 from __future__ import annotations
@@ -60,13 +45,8 @@ from urllib.request import getproxies
 import urllib3
 import yaml
 
-from reconcile.cluster.client import (
-    AUTH_REFRESH_SECONDS,
-    Connection,
-    Credentials,
-    anonymous,
-    redact,
-)
+from reconcile.cluster.errors import redact
+from reconcile.cluster.transport import AUTH_REFRESH_SECONDS, Connection, Credentials, anonymous
 from reconcile.rule.settings import ClusterAccess, ConfigError
 
 log = logging.getLogger(__name__)
@@ -74,6 +54,9 @@ log = logging.getLogger(__name__)
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 FIX_KUBECONFIG = "check --kubeconfig/KUBECONFIG and --context"
+FIX_ENTRY = "fix it in the kubeconfig (--kubeconfig/KUBECONFIG)"
+IN_A_POD = "inside a pod (KUBERNETES_SERVICE_HOST is set) but"
+MOUNT_IT = "automountServiceAccountToken: true on the pod or its ServiceAccount"
 
 
 def connection_for(access: ClusterAccess, plugin_timeout: float = 45.0) -> Connection:
@@ -105,7 +88,12 @@ def connection_for(access: ClusterAccess, plugin_timeout: float = 45.0) -> Conne
     _check_tls(found)
     _check_proxy(found.proxy)
     if not found.verify:
-        _warn_once_about_insecure_tls(found.server)
+        # Said once, through our logger, instead of by urllib3 on every request.
+        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        log.warning(
+            "insecure-skip-tls-verify is set for %s: the server's certificate is not checked",
+            redact(found.server),
+        )
     return found
 
 
@@ -136,39 +124,65 @@ def _existing(paths: str) -> list[str]:
     return found
 
 
-def _text(entry: Mapping[str, Any], key: str, where: str) -> str | None:
-    """A string field of a kubeconfig entry, None when absent; a list or a map is bad input."""
-    value = entry.get(key)
-    if value is None or value == "":
-        return None
-    if isinstance(value, (dict, list)):
-        raise ConfigError(
-            f"kubeconfig {where} entry: {key} must be a string, not a "
-            f"{'map' if isinstance(value, dict) else 'list'}; fix it in the kubeconfig "
-            "(--kubeconfig/KUBECONFIG)"
-        )
-    return str(value)
-
-
-def _flag(entry: Mapping[str, Any], key: str, where: str) -> bool:
-    """A true/false field; `"false"` in quotes is false (not a non-empty string: true)."""
-    value = entry.get(key)
-    if value is None or isinstance(value, bool):
-        return bool(value)
-    if str(value).strip().lower() in ("true", "false"):
-        return str(value).strip().lower() == "true"
-    raise ConfigError(
-        f"kubeconfig {where} entry: {key} must be true or false, not {value!r}; fix it in "
-        "the kubeconfig (--kubeconfig/KUBECONFIG)"
-    )
-
-
 @dataclass(frozen=True)
 class _Entry:
-    """A named cluster, user or context, with the folder its relative paths start from."""
+    """A named cluster, user or context, with the folder its relative paths start from.
+
+    Its fields are read typed: a list or a map where a string belongs is bad input, named.
+    """
 
     value: Mapping[str, Any]
     base: Path
+    kind: str  # "cluster", "user" or "context": what error lines call it
+
+    def error(self, problem: str, fix: str = FIX_ENTRY) -> ConfigError:
+        return ConfigError(f"kubeconfig {self.kind} entry: {problem}; {fix}")
+
+    def text(self, key: str) -> str | None:
+        """A string field, None when absent or empty."""
+        value = self.value.get(key)
+        if value is None or value == "":
+            return None
+        if isinstance(value, dict | list):
+            kind = "map" if isinstance(value, dict) else "list"
+            raise self.error(f"{key} must be a string, not a {kind}")
+        return str(value)
+
+    def flag(self, key: str) -> bool:
+        """A true/false field; `"false"` in quotes is false (not a non-empty string: true)."""
+        value = self.value.get(key)
+        if value is None or isinstance(value, bool):
+            return bool(value)
+        if str(value).strip().lower() not in ("true", "false"):
+            raise self.error(f"{key} must be true or false, not {value!r}")
+        return str(value).strip().lower() == "true"
+
+    def file_or_data(self, key: str) -> str | bytes | None:
+        """`key-data` decoded (bytes), else the path of `key` (str), else None.
+
+        As kubectl reads them: base64 wrapped in lines (other tools write 76 columns) is one
+        value, any other space is not base64; both forms at once, or `~` in a path (kubectl
+        does not expand it), are refused.
+        """
+        data, path = self.text(f"{key}-data"), self.text(key)
+        if data and path:
+            raise self.error(f"both {key}-data and {key} are set")
+        if data:
+            try:
+                return base64.b64decode(data.replace("\r", "").replace("\n", ""), validate=True)
+            except (binascii.Error, ValueError):
+                raise self.error(f"{key}-data is not base64") from None
+        if path and not (self.base / path).is_file():
+            raise self.error(
+                f"{key} file {self.base / path} does not exist",
+                "fix the path or use the -data form",
+            )
+        return str(self.base / path) if path else None
+
+    def file(self, key: str) -> str | None:
+        """The field as a file (urllib3 loads a client certificate from files only)."""
+        found = self.file_or_data(key)
+        return _private_file(found) if isinstance(found, bytes) else found
 
 
 @dataclass
@@ -178,93 +192,84 @@ class _Kubeconfig:
     paths: list[str]
     current: str = ""
     named: dict[str, dict[str, _Entry]] = field(
-        default_factory=lambda: {"clusters": {}, "users": {}, "contexts": {}}
+        default_factory=lambda: {"cluster": {}, "user": {}, "context": {}}
     )
 
-    def add(self, path: str) -> None:
-        doc = yaml.safe_load(Path(path).expanduser().read_text())
-        if not isinstance(doc, dict):
-            what = "is empty" if doc is None else "is not a kubeconfig"
-            raise ConfigError(f"cannot load cluster access: {path} {what}; {FIX_KUBECONFIG}")
-        base = Path(path).expanduser().resolve().parent
-        for kind, singular in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
-            for item in doc.get(kind) or ():
-                name = str(item["name"])
-                self.named[kind].setdefault(name, _Entry(item.get(singular) or {}, base))
-        self.current = self.current or str(doc.get("current-context") or "")
+    @classmethod
+    def read(cls, paths: list[str]) -> _Kubeconfig:
+        merged = cls(paths)
+        for path in paths:
+            doc = yaml.safe_load(Path(path).expanduser().read_text())
+            if not isinstance(doc, dict):
+                what = "is empty" if doc is None else "is not a kubeconfig"
+                raise ConfigError(f"cannot load cluster access: {path} {what}; {FIX_KUBECONFIG}")
+            base = Path(path).expanduser().resolve().parent
+            for kind, named in merged.named.items():
+                for item in doc.get(f"{kind}s") or ():
+                    named.setdefault(str(item["name"]), _Entry(item.get(kind) or {}, base, kind))
+            merged.current = merged.current or str(doc.get("current-context") or "")
+        return merged
 
-    def entry(self, kind: str, name: str) -> _Entry | None:
-        return self.named[kind].get(name)
-
-
-def _read(paths: list[str]) -> _Kubeconfig:
-    merged = _Kubeconfig(paths)
-    for path in paths:
-        merged.add(path)
-    return merged
+    def context(self, asked: str | None) -> tuple[str, _Entry]:
+        """The chosen context's name and entry: `--context`, else the current-context."""
+        if asked is None and not self.current:
+            raise ConfigError(
+                f"the kubeconfig ({', '.join(self.paths)}) sets no current-context; pass "
+                "--context (NODE_HOLDER_CONTEXT) or run `kubectl config use-context`"
+            )
+        name = self.current if asked is None else asked
+        if name not in self.named["context"]:
+            known = ", ".join(sorted(self.named["context"])) or "none"
+            fix = (
+                "fix the kubeconfig's current-context or pass --context (NODE_HOLDER_CONTEXT)"
+                if asked is None
+                else "fix --context (NODE_HOLDER_CONTEXT) or unset it to use the kubeconfig's "
+                "current-context"
+            )
+            raise ConfigError(f'context "{name}" does not exist (contexts: {known}); {fix}')
+        return name, self.named["context"][name]
 
 
 def _from_kubeconfig(paths: list[str], context: str | None, timeout: float) -> Connection:
-    merged = _read(paths)
-    name, chosen = _context(merged, context)
-    cluster = merged.entry("clusters", str(chosen.value.get("cluster") or ""))
+    merged = _Kubeconfig.read(paths)
+    name, chosen = merged.context(context)
+    cluster = merged.named["cluster"].get(str(chosen.value.get("cluster") or ""))
     if cluster is None:
         raise ConfigError(
             f"cannot load cluster access: the context names cluster "
             f'"{chosen.value.get("cluster")}", which the kubeconfig does not define; '
             f"{FIX_KUBECONFIG}"
         )
-    user = merged.entry("users", str(chosen.value.get("user") or "")) or _Entry({}, cluster.base)
-    proxy_url = _text(cluster.value, "proxy-url", "cluster")
+    user = merged.named["user"].get(str(chosen.value.get("user") or ""))
+    user = user or _Entry({}, cluster.base, "user")
+    proxy_url = cluster.text("proxy-url")
     if user.value.get("auth-provider"):
         return _from_auth_provider(paths, name, proxy_url)
-    server = _server(cluster.value)
-    tls = _tls_files(cluster, user) if server.startswith("https") else {}
+    server = _server(cluster.value.get("server"))
+    tls: dict[str, str | None] = {}
+    if server.startswith("https"):  # the files first: a plugin runs only for a usable entry
+        ca = cluster.file_or_data("certificate-authority")
+        tls = {
+            "ca_data": ca.decode() if isinstance(ca, bytes) else None,
+            "ca_file": ca if isinstance(ca, str) else None,
+            "cert_file": user.file("client-certificate"),
+            "key_file": user.file("client-key"),
+        }
     credentials, from_plugin = _user_credentials(user, cluster.value, timeout)
     return Connection(
         server=server,
         credentials=credentials,
-        verify=not _flag(cluster.value, "insecure-skip-tls-verify", "cluster"),
-        tls_server_name=_text(cluster.value, "tls-server-name", "cluster"),
+        verify=not cluster.flag("insecure-skip-tls-verify"),
+        tls_server_name=cluster.text("tls-server-name"),
         proxy=_proxy(server, proxy_url),
         **{**tls, **from_plugin},
     )
 
 
-def _context_name(merged: _Kubeconfig, context: str | None) -> str:
-    if context is not None:
-        return context
-    if not merged.current:
-        raise ConfigError(
-            f"the kubeconfig ({', '.join(merged.paths)}) sets no current-context; pass "
-            "--context (NODE_HOLDER_CONTEXT) or run `kubectl config use-context`"
-        )
-    return merged.current
-
-
-def _context(merged: _Kubeconfig, context: str | None) -> tuple[str, _Entry]:
-    """The chosen context's name and entry."""
-    name = _context_name(merged, context)
-    found = merged.entry("contexts", name)
-    if found is None:
-        known = ", ".join(sorted(merged.named["contexts"])) or "none"
-        where = (
-            "fix --context (NODE_HOLDER_CONTEXT) or unset it to use the kubeconfig's "
-            "current-context"
-            if context is not None
-            else "fix the kubeconfig's current-context or pass --context (NODE_HOLDER_CONTEXT)"
-        )
-        raise ConfigError(f'context "{name}" does not exist (contexts: {known}); {where}')
-    return name, found
-
-
-def _server(cluster: Mapping[str, Any]) -> str:
+def _server(host: Any) -> str:
     """The cluster's server URL; one that is not http(s) is bad input, not an outage."""
-    host = str(cluster.get("server") or "")
-    try:
-        url = urllib3.util.parse_url(host)
-    except ValueError:
-        url = None
+    host = str(host or "")
+    url = _url(host)
     if url is None or url.scheme not in ("http", "https") or not url.host:
         what = f"'s server {redact(host)!r} is not an http(s) URL" if host else " has no server"
         raise ConfigError(
@@ -274,47 +279,11 @@ def _server(cluster: Mapping[str, Any]) -> str:
     return host.rstrip("/")
 
 
-def _tls_files(cluster: _Entry, user: _Entry) -> dict[str, str | None]:
-    """The CA and client certificate, as files (urllib3 loads a client certificate from files)."""
-    ca = _file_or_data(cluster, "cluster", "certificate-authority")
-    return {
-        "ca_data": ca.decode() if isinstance(ca, bytes) else None,
-        "ca_file": ca if isinstance(ca, str) else None,
-        "cert_file": _as_file(_file_or_data(user, "user", "client-certificate")),
-        "key_file": _as_file(_file_or_data(user, "user", "client-key")),
-    }
-
-
-def _file_or_data(entry: _Entry, where: str, key: str) -> str | bytes | None:
-    """`key-data` decoded (bytes), else the path of `key` (str), else None; named errors.
-
-    As kubectl reads them: base64 wrapped in lines (other tools write 76 columns) is one
-    value, any other space is not base64; both forms at once, or `~` in a path (kubectl does
-    not expand it), are refused.
-    """
-    data, path = _text(entry.value, f"{key}-data", where), _text(entry.value, key, where)
-    fix = "fix it in the kubeconfig (--kubeconfig/KUBECONFIG)"
-    if data and path:
-        raise ConfigError(f"kubeconfig {where} entry: both {key}-data and {key} are set; {fix}")
-    if data:
-        try:
-            return base64.b64decode(data.replace("\r", "").replace("\n", ""), validate=True)
-        except (binascii.Error, ValueError):
-            problem = f"kubeconfig {where} entry: {key}-data is not base64"
-            raise ConfigError(f"{problem}; {fix}") from None
-    if not path:
+def _url(text: str) -> urllib3.util.Url | None:
+    try:
+        return urllib3.util.parse_url(text)
+    except ValueError:  # urllib3's LocationParseError is one
         return None
-    full = entry.base / path
-    if not full.is_file():
-        raise ConfigError(
-            f"kubeconfig {where} entry: {key} file {full} does not exist; "
-            "fix the path or use the -data form"
-        )
-    return str(full)
-
-
-def _as_file(found: str | bytes | None) -> str | None:
-    return _private_file(found) if isinstance(found, bytes) else found
 
 
 def _private_file(content: bytes) -> str:
@@ -322,29 +291,26 @@ def _private_file(content: bytes) -> str:
     fd, name = tempfile.mkstemp(prefix="node-holder-", suffix=".pem")
     with os.fdopen(fd, "wb") as out:
         out.write(content)
-    atexit.register(_remove, name)
+    atexit.register(Path(name).unlink, missing_ok=True)
     return name
 
 
-def _remove(name: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(name)
+# --- credentials -------------------------------------------------------------------
 
 
 def _user_credentials(
     user: _Entry, cluster: Mapping[str, Any], timeout: float
 ) -> tuple[Credentials, dict[str, str]]:
     """The user's auth headers, and the client certificate an exec plugin handed out."""
-    spec = user.value
-    token, token_file = _text(spec, "token", "user"), _text(spec, "tokenFile", "user")
-    name, password = _text(spec, "username", "user"), _text(spec, "password", "user")
+    token, token_file = user.text("token"), user.text("tokenFile")
+    name, password = user.text("username"), user.text("password")
     if token:
-        return _bearer(token.strip()), {}
+        return _static({"authorization": f"Bearer {token.strip()}"}), {}
     if token_file:
         path = user.base / token_file  # as kubectl: relative to the kubeconfig, no `~`
         return _token_file(path, "kubeconfig user entry: tokenFile", "fix the path"), {}
-    if spec.get("exec"):
-        return _from_plugin(spec["exec"], user.base, timeout, cluster)
+    if user.value.get("exec"):
+        return _from_plugin(user.value["exec"], user.base, timeout, cluster)
     if name and password:
         return _static(urllib3.util.make_headers(basic_auth=f"{name}:{password}")), {}
     return anonymous, {}
@@ -353,10 +319,6 @@ def _user_credentials(
 def _static(headers: Mapping[str, str]) -> Credentials:
     fixed = dict(headers)
     return lambda renew=False: fixed
-
-
-def _bearer(token: str) -> Credentials:
-    return _static({"authorization": f"Bearer {token}"})
 
 
 def _token_file(path: Path, what: str, fix: str) -> Credentials:
@@ -371,8 +333,7 @@ def _token_file(path: Path, what: str, fix: str) -> Credentials:
 
     def current(renew: bool = False) -> dict[str, str]:
         nonlocal last
-        fresh = _read_token(path)
-        if fresh:
+        if fresh := _read_token(path):
             last = {"authorization": f"Bearer {fresh}"}
         return last
 
@@ -389,6 +350,8 @@ def _read_token(path: Path) -> str:
 def _from_plugin(
     spec: Mapping[str, Any], base: Path, timeout: float, cluster: Mapping[str, Any]
 ) -> tuple[Credentials, dict[str, str]]:
+    """A token from the plugin (run again when it expires), or its client certificate,
+    used for the whole run."""
     plugin = _Plugin(spec, str(base), cluster if spec.get("provideClusterInfo") else None)
     plugin.ends = time.monotonic() + timeout
     status = plugin.run()
@@ -560,14 +523,14 @@ def _from_auth_provider(paths: list[str], context: str, proxy_url: str | None) -
             f"cannot load cluster access: auth-provider user: {detail}; {FIX_KUBECONFIG}"
         ) from None
 
-    def credentials() -> dict[str, str]:  # runs the provider's refresh when its token expired
+    def credentials(renew: bool = False) -> dict[str, str]:  # the provider refreshes itself
         return {
             auth["key"]: auth["value"]
             for auth in cfg.auth_settings().values()
             if auth.get("in") == "header" and auth.get("value")
         }
 
-    server = _server({"server": cfg.host})
+    server = _server(cfg.host)
     return Connection(
         server=server,
         credentials=credentials,
@@ -594,20 +557,12 @@ def _in_cluster(access: ClusterAccess) -> Connection:
     port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
     if not port:
         raise ConfigError(
-            "inside a pod (KUBERNETES_SERVICE_HOST is set) but KUBERNETES_SERVICE_PORT is not; "
-            "set it, or pass --kubeconfig"
+            f"{IN_A_POD} KUBERNETES_SERVICE_PORT is not; set it, or pass --kubeconfig"
         )
-    credentials = _token_file(
-        IN_CLUSTER_TOKEN,
-        "inside a pod (KUBERNETES_SERVICE_HOST is set) but the service account token",
-        "mount it (automountServiceAccountToken: true on the pod or its ServiceAccount) "
-        "or pass --kubeconfig",
-    )
+    fix = f"mount it ({MOUNT_IT}) or pass --kubeconfig"
+    credentials = _token_file(IN_CLUSTER_TOKEN, f"{IN_A_POD} the service account token", fix)
     if not IN_CLUSTER_CA.is_file():
-        raise ConfigError(
-            f"inside a pod but no service account CA at {IN_CLUSTER_CA}: mount the service "
-            "account (automountServiceAccountToken: true) or pass --kubeconfig"
-        )
+        raise ConfigError(f"{IN_A_POD} no service account CA at {IN_CLUSTER_CA}; {fix}")
     shown = f"[{host}]" if ":" in host else host  # an IPv6 address
     server = f"https://{shown}:{port}"
     return Connection(
@@ -667,18 +622,13 @@ def _check_proxy(proxy: str | None) -> None:
     """A proxy URL the client could not use is bad input, named here (not a traceback later)."""
     if not proxy:
         return
-    fix = "fix proxy-url in the kubeconfig, or HTTPS_PROXY/HTTP_PROXY/ALL_PROXY"
-    try:
-        url = urllib3.util.parse_url(proxy)
-    except ValueError:  # urllib3's LocationParseError is one
-        url = None
+    url = _url(proxy)
     scheme = (url.scheme or "").lower() if url else ""
-    if (
-        url is None
-        or not url.host
-        or not (scheme in ("http", "https") or scheme.startswith("socks"))
-    ):
-        raise ConfigError(f"the proxy {redact(proxy)!r} is not an http(s) or socks URL; {fix}")
+    if not (url and url.host and (scheme in ("http", "https") or scheme.startswith("socks"))):
+        raise ConfigError(
+            f"the proxy {redact(proxy)!r} is not an http(s) or socks URL; fix proxy-url in "
+            "the kubeconfig, or HTTPS_PROXY/HTTP_PROXY/ALL_PROXY"
+        )
     if scheme.startswith("socks") and importlib.util.find_spec("socks") is None:
         raise ConfigError(
             f"the proxy {redact(proxy)!r} is a SOCKS proxy, which needs PySocks: "
@@ -705,12 +655,3 @@ def _check_tls(found: Connection) -> None:
         raise ConfigError(
             f"the user's client-certificate/client-key do not load ({exc}); {FIX_KUBECONFIG}"
         ) from None
-
-
-def _warn_once_about_insecure_tls(host: str) -> None:
-    """Say once, through our logger, what urllib3 would say on every request."""
-    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
-    log.warning(
-        "insecure-skip-tls-verify is set for %s: the server's certificate is not checked",
-        redact(host),
-    )

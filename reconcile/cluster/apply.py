@@ -1,4 +1,4 @@
-"""Applying: patches and Events. Bounded workers, rate limit, retries, 409 -> re-read -> decide.
+"""Applying: patches and Events through the run's pool; 409 -> read again -> decide again.
 
 Each node changes in exactly one patch (hold annotation and ownership marker
 together), so a run killed at any moment leaves every node consistent. A stop
@@ -14,37 +14,27 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
-from typing import TypeVar
 
-from reconcile.cluster.client import (
+from reconcile.cluster.client import Client, node_event
+from reconcile.cluster.errors import (
     ApiError,
-    Client,
     Conflict,
     Forbidden,
     NotFound,
     TransportError,
     Unauthorized,
     Unconfirmed,
-    node_event,
 )
-from reconcile.cluster.retry import (
-    Backoff,
-    Deadline,
-    DeadlineExceeded,
-    Interrupted,
-    RateLimiter,
-    retrying,
-)
+from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
+from reconcile.cluster.read import Keys, read_node
 from reconcile.rule.decide import NodePatch, Plan, Transition, recorded_events
-from reconcile.rule.nodes import MalformedNode, NodeView
-from reconcile.rule.settings import RunSettings
+from reconcile.rule.nodes import MalformedNode
+from reconcile.rule.settings import Mode, RunSettings, format_time
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 MAX_CONFLICTS = 5  # 409 -> re-read -> decide again, at most this many times per node
 
@@ -62,7 +52,6 @@ class NodeResult:
     node: str
     outcome: Outcome
     patch: NodePatch  # the patch finally sent (after re-decisions) or planned
-    attempts: int = 0
     conflicts: int = 0
     error: str | None = None
 
@@ -83,55 +72,16 @@ class ApplyResult:
         return sum(1 for r in self.results if r.outcome is Outcome.PATCHED)
 
 
-@dataclass(frozen=True)
-class Pool:
-    """How hard a run may push: workers, QPS, retries, time."""
-
-    workers: int
-    limiter: RateLimiter
-    backoff: Backoff
-    deadline: Deadline
-    stop: threading.Event
-    request_timeout: float
-
-    def retry(self, call: Callable[[float], T], what: str) -> T:
-        """`retrying()` under this run's backoff, deadline, stop flag and request timeout."""
-        return retrying(
-            call,
-            what=what,
-            backoff=self.backoff,
-            deadline=self.deadline,
-            stop=self.stop,
-            request_timeout=self.request_timeout,
-        )
-
-
-class _Abort:
-    """Set once by the first 401/403: the identity cannot write, so stop trying."""
-
-    def __init__(self) -> None:
-        self.reason: str | None = None
-        self._lock = threading.Lock()
-
-    def set(self, reason: str) -> None:
-        with self._lock:
-            if self.reason is None:
-                self.reason = reason
-
-
 @dataclass
 class _Attempt:
-    """One node's patch as it goes: what is sent now, how often, how many conflicts."""
+    """One node's patch as it goes: what is sent now, and after how many conflicts."""
 
     planned: NodePatch
     current: NodePatch
-    attempts: int = 0
     conflicts: int = 0
 
     def result(self, outcome: Outcome, error: str | None = None) -> NodeResult:
-        return NodeResult(
-            self.planned.node, outcome, self.current, self.attempts, self.conflicts, error
-        )
+        return NodeResult(self.planned.node, outcome, self.current, self.conflicts, error)
 
 
 #: What a failed send means for the node, by error type, first match wins. None: the node
@@ -149,16 +99,6 @@ _OUTCOMES: tuple[tuple[type[Exception], Outcome | None], ...] = (
 _SENT_ERRORS = (ApiError, TransportError, Unconfirmed, Interrupted, DeadlineExceeded)
 
 
-def _why(exc: Exception) -> str:
-    if isinstance(exc, ApiError):
-        return exc.explain()
-    if isinstance(exc, Interrupted):
-        return "stopped by signal"
-    if isinstance(exc, DeadlineExceeded):
-        return "run timeout reached"
-    return str(exc) or type(exc).__name__
-
-
 @dataclass(frozen=True)
 class _Patcher:
     """Sends one node's patch; on a 409 reads the node again and decides again."""
@@ -166,9 +106,10 @@ class _Patcher:
     plan: Plan
     kube: Client
     pool: Pool
-    reread: Callable[[str, float], NodeView | None]
-    abort: _Abort
     started: float  # time.monotonic() when the plan's `now` was taken, near enough
+    #: Why the API refused our identity (401, 403), the first one first: every other patch
+    #: would fail the same way, so none is started after it. (list.append is thread-safe.)
+    refused: list[str] = field(default_factory=list)
 
     def patch(self, patch: NodePatch) -> NodeResult:
         attempt = _Attempt(patch, patch)
@@ -192,41 +133,42 @@ class _Patcher:
             return attempt.result(Outcome.NOT_SENT, "stopped by signal")
         if self.pool.deadline.expired:
             return attempt.result(Outcome.NOT_SENT, "run timeout reached")
-        if self.abort.reason:
+        if self.refused:
             return attempt.result(Outcome.NOT_SENT, "not sent after the API refused our identity")
         return None
 
     def _send(self, attempt: _Attempt) -> NodeResult | None:
         """The patch, retried as the pool allows; None: read again and decide again."""
-        node = attempt.planned.node
+        node, patch = attempt.planned.node, attempt.current
+
+        def send(timeout: float) -> str:
+            return self.kube.patch_node(patch.node, patch.body(), timeout=timeout)
+
+        # A hold ends at half the rate it starts at (a patch that only removes costs twice):
+        # the nodes go back to consolidation gently. `release` removes at the full rate.
+        ending = self.plan.mode is Mode.RECONCILE and patch.removed and not patch.added
         try:
-            self.pool.limiter.acquire(self.pool.deadline, self.pool.stop)
-            attempt.attempts += 1
-
-            def send(timeout: float, p: NodePatch = attempt.current) -> str:
-                return self.kube.patch_node(p.node, p.body(), timeout=timeout)
-
-            self.pool.retry(send, f"node/{node}: patch")
-            return attempt.result(Outcome.PATCHED)
+            self.pool.retry(send, f"node/{node}: patch", write=True, cost=2 if ending else 1)
         except _SENT_ERRORS as exc:
             if isinstance(exc, Unauthorized | Forbidden):
-                self.abort.set(exc.explain())
+                self.refused.append(exc.explain())
             outcome = next(o for kind, o in _OUTCOMES if isinstance(exc, kind))
             if outcome is None:
                 why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
                 log.info("node/%s: %s; reading it again", node, why)
                 return None
-            return attempt.result(outcome, None if outcome is Outcome.GONE else _why(exc))
+            return attempt.result(outcome, None if outcome is Outcome.GONE else explain(exc))
+        return attempt.result(Outcome.PATCHED)
 
     def _decide_again(self, attempt: _Attempt) -> NodePatch | NodeResult:
         """The node as it is now, decided again: the next patch, or how it ended."""
         node = attempt.planned.node
         try:
-            fresh = self.pool.retry(lambda timeout: self.reread(node, timeout), f"node/{node}: get")
+            fresh = read_node(self.kube, node, Keys.of(self.plan.hold), self.pool)
         except (ApiError, TransportError, MalformedNode) as exc:
-            return attempt.result(Outcome.FAILED, _why(exc))
+            return attempt.result(Outcome.FAILED, explain(exc))
         except (Interrupted, DeadlineExceeded) as exc:
-            return attempt.result(Outcome.NOT_SENT, _why(exc))
+            return attempt.result(Outcome.NOT_SENT, explain(exc))
         if fresh is None:
             return attempt.result(Outcome.GONE)
         # Decided at the time of the re-read: what an overlapping run wrote is not from the future.
@@ -248,20 +190,21 @@ def apply_plan(
     plan: Plan,
     kube: Client,
     pool: Pool,
-    reread: Callable[[str, float], NodeView | None],
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> ApplyResult:
-    """Send every patch of the plan; never raises for a single node's failure.
+    """Send every patch of the plan, in `write_order` at the rate the limiter fits to the
+    cluster (reconcile.cluster.pool); never raises for a single node's failure.
 
     `workers` threads each take the next patch when they are free, so only the patches in
     flight exist as pending work (not one queued task per node). `on_result` is called once
     per node as soon as its result is known, one call at a time, so that a report can print
     each line as its patch lands (a run killed later still leaves those lines in its log).
     """
-    patches = plan.patches
+    patches = write_order(plan)
     if not patches:
         return ApplyResult(())
-    patcher = _Patcher(plan, kube, pool, reread, _Abort(), time.monotonic())
+    pool.limiter.fit(len(plan.decisions))
+    patcher = _Patcher(plan, kube, pool, time.monotonic())
     results: list[NodeResult | None] = [None] * len(patches)
     upcoming = iter(enumerate(patches))
     take, report = threading.Lock(), threading.Lock()
@@ -294,15 +237,31 @@ def apply_plan(
         done,
         interrupted=pool.stop.is_set(),
         timed_out=pool.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
-        fatal=patcher.abort.reason,
+        fatal=patcher.refused[0] if patcher.refused else None,
     )
 
 
+def write_order(plan: Plan) -> list[NodePatch]:
+    """The plan's patches, holds before releases, each youngest node first: Karpenter's
+    consolidation takes empty and cheap nodes first, and from metadata the tool knows a node's
+    age, not its pods; a node that just arrived is the likeliest to be near-empty."""
+    patched = sorted(
+        (d for d in plan.decisions if d.patch is not None), key=lambda d: d.created, reverse=True
+    )
+    patched.sort(key=lambda d: not d.held)  # stable: youngest first within each
+    return [d.patch for d in patched if d.patch is not None]
+
+
 def record_events(
-    kube: Client, plan: Plan, applied: ApplyResult, run: RunSettings, pool: Pool
+    kube: Client,
+    plan: Plan,
+    applied: ApplyResult,
+    run: RunSettings,
+    pool: Pool,
+    describe: Callable[[Transition, Plan], str],
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
     """An Event per hold that started, grew or ended, if any of its patches landed; at most
-    MAX_EVENTS a run (`recorded_events`).
+    MAX_EVENTS a run (`recorded_events`). `describe` gives each Event its words.
 
     Events are best effort: a failure is logged and reported, but does not
     fail the run, because the hold itself is in place.
@@ -318,8 +277,8 @@ def record_events(
                 node=transition.node,
                 node_uid=transition.node_uid or transition.node,
                 reason=transition.reason,
-                message=transition.message,
-                at=plan.now,
+                message=describe(transition, plan),
+                at=format_time(plan.now),
                 instance=instance,
             )
             pool.retry(
@@ -328,7 +287,7 @@ def record_events(
             )
             sent.append(transition)
         except (ApiError, TransportError, DeadlineExceeded, Interrupted) as exc:
-            text = _why(exc)
+            text = explain(exc)
             log.warning("could not record event %s: %s", transition.reason, text)
             errors.append(f"event {transition.reason} on node/{transition.node}: {text}")
     return tuple(sent), tuple(errors)

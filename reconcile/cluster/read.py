@@ -1,7 +1,8 @@
-"""Reading the cluster: the whole node list as compact node views, or nothing at all.
+"""Reading the cluster: the whole node list, or the named nodes, as compact node views.
 
-A run that cannot see the whole node list changes nothing: `read_nodes` returns every node
-or raises `ListFailed` (an expired continue token restarts the list a few times first).
+A run that cannot see every node it decides on changes nothing: `read_nodes` returns every
+node or raises `ListFailed` (an expired continue token restarts the list a few times first);
+for pin and unpin (`RunSettings.only`) it reads the named nodes, one GET each, never the list.
 """
 
 from __future__ import annotations
@@ -9,22 +10,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
-from reconcile.cluster.client import (
-    ApiError,
-    Client,
-    Gone,
-    ListPage,
-    NotFound,
-    TransportError,
-)
-from reconcile.cluster.retry import DeadlineExceeded, Interrupted
+from reconcile.cluster.client import Client, Page
+from reconcile.cluster.errors import ApiError, Gone, NotFound, TransportError
+from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
 from reconcile.rule.nodes import MalformedNode, NodeView, node_view
 from reconcile.rule.settings import Clock, HoldSettings, RunSettings
-
-if TYPE_CHECKING:
-    from reconcile.cluster.apply import Pool
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +36,7 @@ def fitting_page_size(nodes: int, body_bytes: int, max_page_size: int) -> int:
 
 
 class ListFailed(Exception):
-    """The whole node list could not be read; nothing was changed."""
+    """The nodes to decide on could not all be read; nothing was changed."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +44,7 @@ class Listing:
     nodes: list[NodeView]
     now: datetime
     clock: str  # "server" (Date header) or "local"
-    pages: int
+    pages: int  # list pages read (none for named nodes)
     restarts: int
 
 
@@ -68,30 +60,38 @@ class Keys:
         # This tool's own annotations are always kept too (nodes.node_view).
         return cls(frozenset(hold.annotations), hold.label_keys)
 
+    def view(self, metadata: dict[str, Any]) -> NodeView:
+        return node_view(metadata, self.annotations, self.labels)
+
 
 def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -> Listing:
-    """The whole list or an exception: a partial list is never returned."""
+    """Every node, or with `run.only` (pin, unpin) the named ones that exist, or an
+    exception: a partial reading is never returned."""
     keys = Keys.of(hold)
+    doing = "read the named nodes" if run.only else "list nodes"
     restarts = 0
     while True:
         try:
-            nodes, pages, server_now = _read_all_pages(kube, keys, run, pool)
+            if run.only:
+                nodes, pages, server_now = _named(kube, keys, run.only, pool)
+            else:
+                nodes, pages, server_now = _all_pages(kube, keys, run, pool)
             break
         except Gone as exc:
             if restarts >= LIST_RESTARTS:
-                raise _failed(exc) from None
+                raise _failed(exc, doing) from None
             restarts += 1
             log.info("node list expired mid-way (410 Gone); starting the list again")
         except (ApiError, TransportError, MalformedNode, DeadlineExceeded) as exc:
-            raise _failed(exc) from None
+            raise _failed(exc, doing) from None
     if run.clock is Clock.SERVER and server_now is not None:
         return Listing(nodes, server_now, "server", pages, restarts)
-    if run.clock is Clock.SERVER:
+    if run.clock is Clock.SERVER and nodes:
         log.warning("the API server sent no Date header; deciding with the local clock")
     return Listing(nodes, datetime.now(UTC), "local", pages, restarts)
 
 
-def _read_all_pages(
+def _all_pages(
     kube: Client, keys: Keys, run: RunSettings, pool: Pool
 ) -> tuple[list[NodeView], int, datetime | None]:
     """Every page once, from the first: the node views, the page count, the last Date."""
@@ -103,12 +103,12 @@ def _read_all_pages(
         if pool.stop.is_set():
             raise Interrupted("list")
 
-        def page(timeout: float, token: str | None = token, size: int = size) -> ListPage:
+        def page(timeout: float, token: str | None = token, size: int = size) -> Page:
             return kube.list_nodes(limit=size, continue_token=token, timeout=timeout)
 
         got = pool.retry(page, "list nodes")
-        # run_once pauses the cyclic GC around the whole list: nothing here is cyclic garbage.
-        nodes.extend(node_view(m, keys.annotations, keys.labels) for m in got.items)
+        # run_once pauses the cyclic GC while it reads: nothing here is cyclic garbage.
+        nodes.extend(keys.view(m) for m in got.items)
         size = fitting_page_size(len(got.items) or size, got.size, run.page_size)
         del got.items[:]
         pages += 1
@@ -117,23 +117,41 @@ def _read_all_pages(
             return nodes, pages, got.date
 
 
-def _failed(exc: Exception) -> ListFailed:
-    """One line for the run's error: why the list is not whole, and that nothing changed."""
+def _named(
+    kube: Client, keys: Keys, names: tuple[str, ...], pool: Pool
+) -> tuple[list[NodeView], int, datetime | None]:
+    """Each named node that exists, one GET each: a pin costs no list page."""
+    nodes: list[NodeView] = []
+    server_now: datetime | None = None
+    for name in names:
+        found = _get(kube, name, pool)
+        if found is not None:
+            nodes.append(keys.view(found.items[0]))
+            server_now = found.date or server_now
+    return nodes, 0, server_now
+
+
+def _failed(exc: Exception, doing: str) -> ListFailed:
+    """One line for the run's error: why the nodes are not all read, and that nothing changed."""
     if isinstance(exc, MalformedNode):
         # One node we cannot decide on makes the whole decision unsafe (is it the youngest?).
         return ListFailed(f"cannot decide: {exc}; fix or delete that node; nothing was changed")
     if isinstance(exc, DeadlineExceeded):
         return ListFailed(
-            "cannot list nodes within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
+            f"cannot {doing} within --timeout (NODE_HOLDER_TIMEOUT); nothing was changed"
         )
-    why = exc.explain() if isinstance(exc, ApiError) else str(exc)
-    return ListFailed(f"cannot list nodes: {why}; nothing was changed")
+    return ListFailed(f"cannot {doing}: {explain(exc)}; nothing was changed")
 
 
-def read_node(kube: Client, name: str, keys: Keys, timeout: float) -> NodeView | None:
+def read_node(kube: Client, name: str, keys: Keys, pool: Pool) -> NodeView | None:
     """One node read again (after a 409); None if it is gone."""
+    found = _get(kube, name, pool)
+    return None if found is None else keys.view(found.items[0])
+
+
+def _get(kube: Client, name: str, pool: Pool) -> Page | None:
+    """One node by name through the pool's retries; None if it does not exist."""
     try:
-        metadata = kube.get_node(name, timeout=timeout)
+        return pool.retry(lambda timeout: kube.get_node(name, timeout=timeout), f"node/{name}: get")
     except NotFound:
         return None
-    return node_view(metadata, keys.annotations, keys.labels)

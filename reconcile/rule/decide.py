@@ -3,18 +3,18 @@
 Rules, all in this file:
 - A *hold window* is the cluster, a group of nodes (`--hold-scope group`) or one
   node (`--hold-scope node`). It is held while now < its youngest trigger node's
-  creationTimestamp + hold duration (with `--max-hold`: see `_stretches`).
+  creationTimestamp + hold duration (with `--max-hold`: see `_last_stretch`).
   Nodes being deleted never trigger a hold and are never patched.
 - A held window's selected nodes carry every hold annotation; a node that already
   has a hold annotation, whatever its value, is left alone for that key.
-- Ownership: the tool lists the keys it set in its ownership marker, in the same
+- Claims: the tool lists the keys it set in its ownership marker, in the same
   patch that sets them. A claim stays while its key still has the value the tool
   wrote, whether or not this run uses that key; the tool removes a claimed key only
   if it is a configured or well-known hold key. A claim whose key someone changed
   or removed is dropped and the annotation stays (someone else took it over).
 - Pins: a key listed in `node-holder.dev/pinned` (a person's `node-holder pin`) is
   never added, removed or claimed; a claim on it is dropped.
-- `--max-hold` is a hard bound on continuous holding. A stretch's start is written
+- Stamps: `--max-hold` is a hard bound on continuous holding. A stretch's start is written
   as `node-holder.dev/hold-started` in the same patch as the hold annotation, so
   the bound holds when the stretch's first nodes go away. When the cap ends a
   stretch, the releasing patch writes `node-holder.dev/free-until` (the release
@@ -26,6 +26,9 @@ Rules, all in this file:
 - In group scope, a Karpenter node whose NodePool label has not arrived yet starts no
   hold of the unlabelled nodes' group.
 - Only nodes whose annotations must change get a patch.
+
+The plan says what changes, never in words: each hold that starts, grows or ends is a
+structured `Transition`; reconcile/cli/report.py words it for the Events and the report.
 """
 
 from __future__ import annotations
@@ -44,21 +47,16 @@ from reconcile.rule.settings import (
     KNOWN_HOLD_KEYS,
     OWNERSHIP_MARKER,
     PINNED,
+    STAMP_FORMAT,
     HoldSettings,
+    Mode,
     Scope,
-    format_duration,
+    format_time,
 )
 
 #: How far a stamp may lie beyond what this run's clock allows before it counts as not
 #: ours: API servers' clocks differ by a little, and an overlapping run read its own.
 STAMP_SLACK = timedelta(minutes=1)
-
-
-class Mode(StrEnum):
-    RECONCILE = "reconcile"
-    RELEASE = "release"  # remove every hold this tool owns, whatever the ages
-    PIN = "pin"  # a person's pin on the named nodes (PINNED)
-    UNPIN = "unpin"  # give the named nodes' pins back to the normal rule
 
 
 class KeyState(StrEnum):
@@ -128,30 +126,27 @@ class NodeDecision:
     patch: NodePatch | None = None
     selected: bool = True  # matches --node-selector
 
-    @property
-    def state(self) -> str:
-        """`pinned`, `held by us`, `held by others`, `exempt` or `free`, as `status` shows it."""
-        states = {s for _, s in self.keys}
-        if KeyState.PINNED in states:
-            return "pinned"
-        if KeyState.OURS in states:
-            return "held by us"
-        if KeyState.FOREIGN in states:
-            return "held by others"
-        if KeyState.EXEMPT in states:
-            return "exempt"
-        return "free"
+
+class Reason(StrEnum):
+    """Why an Event is recorded: its `reason`, which `kubectl get events` filters on."""
+
+    STARTED = "HoldStarted"
+    EXTENDED = "HoldExtended"  # a new node arrived while the window was held by us
+    ENDED = "HoldEnded"
 
 
 @dataclass(frozen=True)
 class Transition:
-    """A hold that starts, grows or ends in this run; becomes a Kubernetes Event."""
+    """A hold that starts, grows or ends in this run: one Kubernetes Event, attached to
+    `node` (the window's youngest trigger node). Past MAX_EVENTS, one Transition per reason
+    sums up the rest: `window` is None and `more` says how many windows it stands for."""
 
-    reason: str  # HoldStarted | HoldExtended | HoldEnded
-    window: str
-    node: str  # the node the event is attached to (the youngest trigger node)
+    reason: Reason
+    window: HoldWindow | None
+    node: str
     node_uid: str
-    message: str
+    nodes: int  # nodes whose hold annotation this run adds (started, extended) or removes
+    more: int = 0
 
 
 @dataclass(frozen=True)
@@ -181,27 +176,20 @@ class Plan:
                 kept.update(k for k, s in d.keys if s is KeyState.OURS and not _known(k, self.hold))
         return dict(kept.most_common())
 
-    def window(self, name: str) -> HoldWindow | None:
-        for w in self.windows:
-            if w.name == name:
-                return w
-        return None
-
-    def decide_again(self, node: NodeView, now: datetime | None = None) -> NodeDecision:
+    def decide_again(self, node: NodeView, now: datetime) -> NodeDecision:
         """Decide for one node re-read after a 409, at `now` (later than the plan's).
 
         The plan's hold window is taken as the node's own stamps now say: an overlapping
         run may have capped the stretch meanwhile and started a free period on it.
         """
-        now = max(now or self.now, self.now)
+        now = max(now, self.now)
         name = window_name(node, self.hold)
-        found = self.window(name) or _window(name, [node], now, self.hold)
-        return decide_node(
-            node, _stamped(found, [node], now, self.hold), self.hold, self.mode, now=now
-        )
+        planned = next((w for w in self.windows if w.name == name), None)
+        found = planned or _window(name, [node], now, self.hold)
+        return decide_node(node, _stamped(found, [node], now, self.hold), self.hold, self.mode, now)
 
 
-# --- ownership ---------------------------------------------------------------
+# --- claims and pins ---------------------------------------------------------
 
 
 def marker_value(keys: Iterable[str]) -> str | None:
@@ -210,10 +198,7 @@ def marker_value(keys: Iterable[str]) -> str | None:
 
 
 def key_state(
-    annotations: Mapping[str, str],
-    key: str,
-    claimed: frozenset[str],
-    pinned: frozenset[str] = frozenset(),
+    annotations: Mapping[str, str], key: str, claimed: frozenset[str], pinned: frozenset[str]
 ) -> KeyState:
     if key in pinned:
         return KeyState.PINNED
@@ -222,63 +207,6 @@ def key_state(
     if annotations[key] != HOLD_VALUE:
         return KeyState.EXEMPT
     return KeyState.OURS if key in claimed else KeyState.FOREIGN
-
-
-# --- hold windows ------------------------------------------------------------
-
-
-def window_name(node: NodeView, hold: HoldSettings) -> str:
-    match hold.scope:
-        case Scope.CLUSTER:
-            return "cluster"
-        case Scope.GROUP:
-            value = node.labels.get(hold.group_label)
-            return f"!{hold.group_label}" if value is None else f"{hold.group_label}={value}"
-        case Scope.NODE:
-            return f"node/{node.name}"
-    raise AssertionError(hold.scope)
-
-
-@dataclass(frozen=True)
-class _Stretch:
-    start: datetime
-    until: datetime
-    youngest: int  # index into the sorted trigger list
-    capped: bool
-
-
-def _stretches(
-    created: Sequence[datetime], hold: timedelta, max_hold: timedelta | None
-) -> list[_Stretch]:
-    """Split sorted creation times into stretches of continuous holding.
-
-    Each trigger node holds [created, created + hold); overlapping intervals chain
-    into one stretch. With max_hold, a stretch ends at start + max_hold however
-    many nodes keep arriving, and then the window stays free for one hold
-    duration: nodes created in that gap start no hold, so Karpenter gets a
-    chance to consolidate. Everything follows from creation times alone, so
-    every run (and every replica) computes the same stretches.
-    """
-    result: list[_Stretch] = []
-    i, n = 0, len(created)
-    while i < n:
-        start = created[i]
-        until = start + hold
-        youngest = i
-        cap = start + max_hold if max_hold is not None else None
-        j = i + 1
-        while j < n and created[j] < until and (cap is None or created[j] < cap):
-            until = max(until, created[j] + hold)
-            youngest = j
-            j += 1
-        capped = cap is not None and until > cap
-        if capped:
-            until = cap  # type: ignore[assignment]
-            while j < n and created[j] < until + hold:
-                j += 1
-        result.append(_Stretch(start, until, youngest, capped))
-        i = j
-    return result
 
 
 def _known(key: str, hold: HoldSettings) -> bool:
@@ -301,40 +229,69 @@ def _holds_ours(node: NodeView, hold: HoldSettings) -> bool:
     )
 
 
-def parse_stamp(raw: str) -> datetime | None:
-    """One of our own RFC 3339 UTC stamps (`2026-11-22T20:41:22Z`); None if someone broke it."""
-    if not raw:
-        return None  # absent: most nodes, every run; strptime would raise (slowly) for it
+# --- hold windows ------------------------------------------------------------
+
+
+def window_name(node: NodeView, hold: HoldSettings) -> str:
+    match hold.scope:
+        case Scope.CLUSTER:
+            return "cluster"
+        case Scope.GROUP:
+            value = node.labels.get(hold.group_label)
+            return f"!{hold.group_label}" if value is None else f"{hold.group_label}={value}"
+        case Scope.NODE:
+            return f"node/{node.name}"
+    raise AssertionError(hold.scope)
+
+
+def _last_stretch(
+    holds: Sequence[tuple[datetime, datetime]], cap: timedelta | None, free: timedelta
+) -> tuple[datetime, datetime, bool]:
+    """The last stretch of continuous holding, as (start, end, capped), from the trigger
+    nodes' holds, [created, end) sorted by creation.
+
+    Overlapping holds chain into one stretch. With a cap, a stretch ends at start + cap
+    however many nodes keep arriving, and then the window stays free for `free`: nodes
+    created in that gap start no hold, so Karpenter gets a chance to consolidate.
+    Everything follows from creation times alone, so every run (and every replica)
+    computes the same stretches.
+    """
+    i, n = 0, len(holds)
+    while True:
+        start, until = holds[i]
+        end = start + cap if cap is not None else None
+        j = i + 1
+        while j < n and holds[j][0] < until and (end is None or holds[j][0] < end):
+            until = max(until, holds[j][1])
+            j += 1
+        capped = end is not None and until > end
+        if end is not None and capped:
+            until = end
+            while j < n and holds[j][0] < until + free:
+                j += 1
+        if j >= n:
+            return start, until, capped
+        i = j
+
+
+def _stamp(
+    node: NodeView, key: str, now: datetime, hold: HoldSettings
+) -> tuple[datetime | None, str | None]:
+    """The time a --max-hold stamp on `node` says, if this tool could have written it at
+    `now`; else None and why not (None, None: no such stamp)."""
+    raw = node.annotations.get(key)
+    if raw is None:
+        return None, None  # most nodes, every run
     try:
-        moment = datetime.strptime(raw, "%Y-%m-%dT%H:%M:%SZ")
-    except (TypeError, ValueError):
-        return None
-    return moment.replace(tzinfo=UTC)
-
-
-def _bad_stamp(key: str, raw: str, now: datetime, hold: HoldSettings) -> str | None:
-    """Why a stamp is not one this tool could have written at `now`; None if it could."""
-    moment = parse_stamp(raw)
-    shown = raw if len(raw) <= 40 else raw[:40] + "..."
-    if moment is None:
-        return f"{key}={shown!r} is not a time node-holder writes"
+        moment = datetime.strptime(raw, STAMP_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        return None, f"{key}={shown!r} is not a time node-holder writes"
     if key == HOLD_STARTED and moment > now + STAMP_SLACK:
-        return f"{key}={raw} is in the future"
+        return None, f"{key}={raw} is in the future"
     if key == FREE_UNTIL and moment > now + hold.hold_duration + STAMP_SLACK:
-        return f"{key}={raw} is later than now plus one hold duration"
-    return None
-
-
-def _recorded(
-    members: Sequence[NodeView], key: str, now: datetime, hold: HoldSettings
-) -> list[datetime]:
-    """Times under `key` on `members` that this tool could have written."""
-    found = []
-    for node in members:
-        raw = node.annotations.get(key)
-        if raw is not None and _bad_stamp(key, raw, now, hold) is None:
-            found.append(parse_stamp(raw))
-    return found  # type: ignore[return-value]
+        return None, f"{key}={raw} is later than now plus one hold duration"
+    return moment, None
 
 
 def _triggers(node: NodeView, hold: HoldSettings) -> bool:
@@ -354,15 +311,16 @@ def _window(
     if not triggers:
         return _stamped(HoldWindow(name=name, held=False, nodes=len(members)), members, now, hold)
     created = [min(n.created, now) for n in triggers]  # a skewed server's future counts as now
-    last = _stretches(created, hold.hold_duration, hold.max_hold)[-1]
+    holds = [(c, c + hold.hold_duration) for c in created]
+    start, until, capped = _last_stretch(holds, hold.max_hold, hold.hold_duration)
     window = HoldWindow(
         name=name,
-        held=now < last.until,
+        held=now < until,
         youngest=triggers[-1].name,
         youngest_created=created[-1],
-        hold_until=last.until,
-        stretch_start=last.start,
-        capped=last.capped,
+        hold_until=until,
+        stretch_start=start,
+        capped=capped,
         triggers=len(triggers),
         nodes=len(members),
     )
@@ -379,12 +337,12 @@ def _stamped(
     """
     if hold.max_hold is None:
         return window
-    frees = [t for t in _recorded(members, FREE_UNTIL, now, hold) if t > now]
+    frees = [t for m in members if (t := _stamp(m, FREE_UNTIL, now, hold)[0]) and t > now]
     free_until = max([*frees, *filter(None, [window.free_until])], default=None)
     start, until, capped = window.stretch_start, window.hold_until, window.capped
     if start is not None and until is not None and window.youngest_created is not None:
         ours = [m for m in members if HOLD_STARTED in m.annotations and _holds_ours(m, hold)]
-        starts = [t for t in _recorded(ours, HOLD_STARTED, now, hold) if t <= now]
+        starts = [t for m in ours if (t := _stamp(m, HOLD_STARTED, now, hold)[0]) and t <= now]
         if starts and min(starts) < start:
             start = min(starts)
             if until > start + hold.max_hold:
@@ -407,202 +365,120 @@ def _stamped(
     )
 
 
-def hold_windows(
-    nodes: Sequence[NodeView], now: datetime, hold: HoldSettings
-) -> dict[str, HoldWindow]:
-    members: dict[str, list[NodeView]] = defaultdict(list)
-    for node in nodes:
-        members[window_name(node, hold)].append(node)
-    if hold.scope is Scope.CLUSTER and not members:
-        members["cluster"] = []
-    return {name: _window(name, group, now, hold) for name, group in sorted(members.items())}
-
-
 # --- per node ----------------------------------------------------------------
 
 
 def decide_node(
-    node: NodeView,
-    window: HoldWindow,
-    hold: HoldSettings,
-    mode: Mode,
-    *,
-    now: datetime | None = None,
+    node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mode, now: datetime
 ) -> NodeDecision:
+    """One node's decision: its hold keys and claims, then its stamps, in one patch."""
     if mode in (Mode.PIN, Mode.UNPIN):
         return _decide_pin(node, hold, mode, now)
     annotations = node.annotations
-    listed, pinned = claimed_keys(annotations), pinned_keys(annotations)
-    relevant = hold.annotations
-    if listed or pinned:
-        relevant = (*hold.annotations, *sorted((listed | pinned) - set(hold.annotations)))
-    states = tuple((k, key_state(annotations, k, listed, pinned)) for k in relevant)
+    claims, pins = claimed_keys(annotations), pinned_keys(annotations)
+    keys = (*hold.annotations, *sorted((claims | pins) - set(hold.annotations)))
+    states = tuple((k, key_state(annotations, k, claims, pins)) for k in keys)
     selected = hold.node_selector.matches(node.labels)
     held = mode is Mode.RECONCILE and window.held and not node.deleting and selected
+    created = min(node.created, now)
     decision = NodeDecision(
-        node=node.name,
-        window=window.name,
-        held=held,
-        deleting=node.deleting,
-        created=min(node.created, now) if now else node.created,
-        keys=states,
-        selected=selected,
+        node.name, window.name, held, node.deleting, created, states, selected=selected
     )
     if node.deleting:
         return decision
-
-    changes: dict[str, str | None] = {}
-    added: list[str] = []
-    removed: list[str] = []
-    disowned: list[str] = []
-    owned = set(listed)
-    for key, state in states:
-        wanted = held and key in hold.annotations
-        if wanted and state is KeyState.FREE:
-            changes[key] = HOLD_VALUE
-            added.append(key)
-            owned.add(key)
-        elif not wanted and state is KeyState.OURS and _known(key, hold):
-            changes[key] = None
-            removed.append(key)
-            owned.discard(key)
-        elif state is KeyState.PINNED:
-            owned.discard(key)  # a person's pin: never ours
-        elif key in listed and state in (KeyState.EXEMPT, KeyState.FREE):
-            disowned.append(key)  # someone changed or removed it: theirs now, never ours
-            owned.discard(key)
-    if owned != listed or (not owned and OWNERSHIP_MARKER in annotations):
+    wanted = set(hold.annotations) if held else set()
+    added = tuple(k for k, s in states if k in wanted and s is KeyState.FREE)
+    removed = tuple(
+        k for k, s in states if k not in wanted and s is KeyState.OURS and _known(k, hold)
+    )
+    # A claim stays while its key is ours; one on a pinned key, or on a key someone
+    # changed or removed (exempt, free), is dropped: the annotation is theirs now.
+    owned = {k for k, s in states if s is KeyState.OURS and k not in removed} | set(added)
+    disowned = tuple(
+        k
+        for k, s in states
+        if k in claims and s in (KeyState.EXEMPT, KeyState.FREE) and k not in added
+    )
+    changes: dict[str, str | None] = dict.fromkeys(added, HOLD_VALUE) | dict.fromkeys(removed)
+    if owned != claims or (not owned and OWNERSHIP_MARKER in annotations):
         changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
-    context = _Context(window, hold, mode, now)
-    ignored = _ignored(node, context)
-    before = any(s is KeyState.OURS and _known(k, hold) for k, s in states)
-    after = any(_known(k, hold) for k in owned)
-    changes.update(_bookkeeping(node, context, held=(before, after), ignored=ignored))
+    ours = any(_known(k, hold) for k in owned)
+    stamps, ignored = _stamps(node, window, hold, mode, now, held=ours)
+    changes.update(stamps)
     if not changes:
         return decision
     patch = NodePatch(
         node=node.name,
         resource_version=node.resource_version,
         changes=tuple(changes.items()),
-        added=tuple(added),
-        removed=tuple(removed),
+        added=added,
+        removed=removed,
         window=window.name,
-        disowned=tuple(disowned),
-        ignored=tuple(ignored.values()),
+        disowned=disowned,
+        ignored=ignored,
     )
     return replace(decision, patch=patch)
 
 
-def _decide_pin(
-    node: NodeView, hold: HoldSettings, mode: Mode, now: datetime | None
-) -> NodeDecision:
+def _stamps(
+    node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mode, now: datetime, held: bool
+) -> tuple[dict[str, str | None], tuple[str, ...]]:
+    """The --max-hold stamps this node must change, and why the ones this tool could not
+    have written are removed. `held`: the node carries a hold of ours after this run.
+
+    free-until goes on every selected node of the window without a hold of ours, not only
+    on the nodes the cap released: consolidation may remove all of those before it ends.
+    """
+    annotations = node.annotations
+    if hold.max_hold is None and HOLD_STARTED not in annotations and FREE_UNTIL not in annotations:
+        return {}, ()  # the common case, for every node of every run: nothing to stamp
+    started, started_bad = _stamp(node, HOLD_STARTED, now, hold)
+    free, free_bad = _stamp(node, FREE_UNTIL, now, hold)
+    want: dict[str, str | None] = dict.fromkeys((HOLD_STARTED, FREE_UNTIL))
+    if held and hold.max_hold is not None and mode is Mode.RECONCILE:
+        if started and _holds_ours(node, hold):  # it came with our hold: the stretch began then
+            want[HOLD_STARTED] = annotations[HOLD_STARTED]
+        elif window.stretch_start:
+            want[HOLD_STARTED] = format_time(window.stretch_start)
+    if not held and mode is Mode.RECONCILE:  # a hold of ours, or a release: no free period
+        due = window.free_until  # (only --max-hold sets it)
+        if due and (free is None or free < due) and hold.node_selector.matches(node.labels):
+            want[FREE_UNTIL] = format_time(due)
+        elif free is not None and free > now:
+            want[FREE_UNTIL] = annotations[FREE_UNTIL]  # the free period is not over yet
+    changes = {k: v for k, v in want.items() if annotations.get(k) != v}
+    return changes, tuple(why for why in (started_bad, free_bad) if why)
+
+
+def _decide_pin(node: NodeView, hold: HoldSettings, mode: Mode, now: datetime) -> NodeDecision:
     """`pin`: every configured key "true", listed in PINNED, dropped from the marker.
     `unpin`: the configured keys leave PINNED; each still "true" is claimed again, so the
     normal rule removes it when no hold is due (or keeps it while one is)."""
     annotations = node.annotations
-    listed, pinned = claimed_keys(annotations), pinned_keys(annotations)
+    claims, pins = claimed_keys(annotations), pinned_keys(annotations)
     keys = frozenset(hold.annotations)
     changes: dict[str, str | None] = {}
     if mode is Mode.PIN:
         changes = {k: HOLD_VALUE for k in hold.annotations if annotations.get(k) != HOLD_VALUE}
-        touched = tuple(
-            k for k in hold.annotations if k in changes or k in listed or k not in pinned
-        )
-        now_pinned, owned = pinned | keys, listed - keys
+        touched = tuple(k for k in hold.annotations if k in changes or k in claims or k not in pins)
+        now_pinned, owned = pins | keys, claims - keys
     else:
-        touched = tuple(k for k in hold.annotations if k in pinned)
+        touched = tuple(k for k in hold.annotations if k in pins)
         ours = {k for k in touched if annotations.get(k) == HOLD_VALUE}
-        now_pinned, owned = pinned - keys, listed | ours
-    if now_pinned != pinned:
+        now_pinned, owned = pins - keys, claims | ours
+    if now_pinned != pins:
         changes[PINNED] = marker_value(now_pinned)
-    if owned != listed:
+    if owned != claims:
         changes[OWNERSHIP_MARKER] = marker_value(owned)
-    states = tuple((k, key_state(annotations, k, listed, pinned)) for k in hold.annotations)
-    created = min(node.created, now) if now else node.created
-    decision = NodeDecision(node.name, "", False, node.deleting, created, states)
+    states = tuple((k, key_state(annotations, k, claims, pins)) for k in hold.annotations)
+    decision = NodeDecision(node.name, "", False, node.deleting, min(node.created, now), states)
     if node.deleting or not changes:
         return decision
+    pinned, unpinned = (touched, ()) if mode is Mode.PIN else ((), touched)
     patch = NodePatch(
-        node=node.name,
-        resource_version=node.resource_version,
-        changes=tuple(changes.items()),
-        pinned=touched if mode is Mode.PIN else (),
-        unpinned=touched if mode is Mode.UNPIN else (),
+        node.name, node.resource_version, tuple(changes.items()), pinned=pinned, unpinned=unpinned
     )
     return replace(decision, patch=patch)
-
-
-@dataclass(frozen=True)
-class _Context:
-    """What one node's decision is made in."""
-
-    window: HoldWindow
-    hold: HoldSettings
-    mode: Mode
-    now: datetime | None
-
-
-def _ignored(node: NodeView, ctx: _Context) -> dict[str, str]:
-    """The --max-hold stamps on this node that this tool could not have written, and why:
-    they are ignored by the decision and removed."""
-    found = {}
-    for key in (HOLD_STARTED, FREE_UNTIL):
-        raw = node.annotations.get(key)
-        why = _bad_stamp(key, raw, ctx.now, ctx.hold) if raw is not None and ctx.now else None
-        if why:
-            found[key] = why
-    return found
-
-
-def _bookkeeping(
-    node: NodeView, ctx: _Context, *, held: tuple[bool, bool], ignored: Mapping[str, str]
-) -> dict[str, str | None]:
-    """The --max-hold stamps: set with the hold, removed with it, once stale or when
-    this tool could not have written them (`ignored`).
-
-    `held`: the node carries a hold of ours before and after this run. A hold-started
-    counts only where it came with our hold: a new hold writes the stretch's start.
-    """
-    window, hold, mode = ctx.window, ctx.hold, ctx.mode
-    annotations = node.annotations
-    if hold.max_hold is None and HOLD_STARTED not in annotations and FREE_UNTIL not in annotations:
-        return {}  # the common case, for every node of every run: nothing to stamp
-    changes: dict[str, str | None] = {}
-    before, owned = held
-    keep_started = owned and hold.max_hold is not None and mode is Mode.RECONCILE
-    started = annotations.get(HOLD_STARTED)
-    has_started = started is not None and before and HOLD_STARTED not in ignored
-    if keep_started and not has_started and window.stretch_start:
-        if started != _iso(window.stretch_start):
-            changes[HOLD_STARTED] = _iso(window.stretch_start)
-    elif started is not None and not (keep_started and has_started):
-        changes[HOLD_STARTED] = None
-    changes.update(_free_stamp(node, ctx, owned=owned, ignored=FREE_UNTIL in ignored))
-    return changes
-
-
-def _free_stamp(
-    node: NodeView, ctx: _Context, *, owned: bool, ignored: bool
-) -> dict[str, str | None]:
-    """FREE_UNTIL on every node of a window in its free period, not only on the nodes the
-    cap released: consolidation may remove all of those before the period ends. Removed
-    once the period is over."""
-    window, hold, mode, now = ctx.window, ctx.hold, ctx.mode, ctx.now
-    annotations = node.annotations
-    free = None if ignored else parse_stamp(annotations.get(FREE_UNTIL, ""))
-    if (
-        window.free_until is not None
-        and (free is None or free < window.free_until)
-        and not owned
-        and mode is Mode.RECONCILE
-        and hold.node_selector.matches(node.labels)
-    ):
-        return {FREE_UNTIL: _iso(window.free_until)}  # (free_until is only set by --max-hold)
-    if FREE_UNTIL in annotations and (
-        mode is Mode.RELEASE or free is None or owned or (now is not None and free <= now)
-    ):
-        return {FREE_UNTIL: None}  # the free period is over (or was never ours to keep)
-    return {}
 
 
 # --- the whole plan ----------------------------------------------------------
@@ -615,6 +491,7 @@ def _transitions(
     hold: HoldSettings,
     mode: Mode,
 ) -> tuple[Transition, ...]:
+    """Each window whose hold this run starts, extends (it was ours already) or ends."""
     by_window: dict[str, list[NodeDecision]] = defaultdict(list)
     for d in decisions:
         by_window[d.window].append(d)
@@ -623,39 +500,16 @@ def _transitions(
         window = windows[name]
         adds = [d for d in group if d.patch and d.patch.added]
         removes = [d for d in group if d.patch and d.patch.removed]
-        already = any(s is KeyState.OURS and _known(k, hold) for d in group for k, s in d.keys)
-        anchor = window.youngest or (adds or removes or group)[0].node
-        until = _iso(window.hold_until) if window.hold_until else "-"
         if mode is Mode.RECONCILE and window.held and adds:
-            reason = "HoldExtended" if already else "HoldStarted"
-            verb = "extended" if already else "started"
-            message = (
-                f"Hold {verb} for {name} until {until}: youngest node {window.youngest} "
-                f"created {_iso(window.youngest_created)}; hold annotation added to "
-                f"{len(adds)} node(s)"
-            )
+            ours = any(s is KeyState.OURS and _known(k, hold) for d in group for k, s in d.keys)
+            reason, changed = (Reason.EXTENDED if ours else Reason.STARTED), adds
         elif removes:
-            if mode is Mode.RELEASE:
-                why = "released by node-holder release"
-            elif window.capped:
-                why = f"max-hold reached at {until}"
-            elif window.youngest:
-                age = format_duration(hold.hold_duration)
-                why = f"youngest node {window.youngest} is older than {age}"
-            else:
-                why = "no node triggers a hold any more"
-            message = (
-                f"Hold ended for {name}: {why}; hold annotation removed from {len(removes)} node(s)"
-            )
-            reason = "HoldEnded"
+            reason, changed = Reason.ENDED, removes
         else:
             continue
-        result.append(Transition(reason, name, anchor, uids.get(anchor, ""), message))
+        anchor = window.youngest or changed[0].node
+        result.append(Transition(reason, window, anchor, uids.get(anchor, ""), len(changed)))
     return tuple(result)
-
-
-def _iso(moment: datetime | None) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "-"
 
 
 #: The most Events one run records: one per window whose hold started, grew or ended, and past
@@ -667,9 +521,9 @@ def recorded_events(
     transitions: Sequence[Transition], landed: Sequence[NodePatch]
 ) -> tuple[Transition, ...]:
     """The Events a run records: the transitions whose window had a patch land, at most
-    MAX_EVENTS; past that, the rest are summed up, one Event per reason with its node count."""
+    MAX_EVENTS; past that, the rest are summed up, one per reason with its node count."""
     windows = {p.window for p in landed}
-    events = [t for t in transitions if t.window in windows]
+    events = [t for t in transitions if t.window is not None and t.window.name in windows]
     if len(events) <= MAX_EVENTS:
         return tuple(events)
     reasons = sorted({t.reason for t in events})
@@ -677,31 +531,31 @@ def recorded_events(
     summed = []
     for reason in reasons:
         rest = [t for t in events[cut:] if t.reason == reason]
-        names = {t.window for t in rest}
-        ended = reason == "HoldEnded"
+        names = {t.window.name for t in rest if t.window is not None}
+        ended = reason is Reason.ENDED
         nodes = sum(1 for p in landed if p.window in names and (p.removed if ended else p.added))
-        message = (
-            f"Hold {reason[4:].lower()} for {len(rest)} more windows, {nodes} node(s) in all "
-            f"(one run records at most {MAX_EVENTS} Events)"
-        )
         if rest:
-            summed.append(Transition(reason, "", rest[0].node, rest[0].node_uid, message))
+            summed.append(
+                Transition(reason, None, rest[0].node, rest[0].node_uid, nodes, len(rest))
+            )
     return (*events[:cut], *summed)
 
 
 def decide(
-    nodes: Sequence[NodeView],
-    now: datetime,
-    hold: HoldSettings,
-    mode: Mode = Mode.RECONCILE,
+    nodes: Sequence[NodeView], now: datetime, hold: HoldSettings, mode: Mode = Mode.RECONCILE
 ) -> Plan:
     """The whole decision for one run."""
     if mode in (Mode.PIN, Mode.UNPIN):
         pins = tuple(_decide_pin(node, hold, mode, now) for node in nodes)
         return Plan(now=now, hold=hold, mode=mode, windows=(), decisions=pins)
-    windows = hold_windows(nodes, now, hold)
+    members: dict[str, list[NodeView]] = defaultdict(list)
+    for node in nodes:
+        members[window_name(node, hold)].append(node)
+    if hold.scope is Scope.CLUSTER and not members:
+        members["cluster"] = []
+    windows = {name: _window(name, group, now, hold) for name, group in sorted(members.items())}
     decisions = tuple(
-        decide_node(node, windows[window_name(node, hold)], hold, mode, now=now) for node in nodes
+        decide_node(node, windows[window_name(node, hold)], hold, mode, now) for node in nodes
     )
     uids = {n.name: n.uid for n in nodes}
     return Plan(

@@ -85,9 +85,9 @@ def parse_timestamp(raw: Any, node: str) -> datetime:
     """
     if not isinstance(raw, str) or not raw:
         raise MalformedNode(f"node/{node}: creationTimestamp is missing")
-    if _RFC3339.fullmatch(raw) is None:
-        raise MalformedNode(f"node/{node}: creationTimestamp {raw!r} is not an RFC 3339 time")
     try:
+        if _RFC3339.fullmatch(raw) is None:
+            raise ValueError(raw)
         moment = datetime.fromisoformat(raw.upper().replace("Z", "+00:00")).astimezone(UTC)
     except (ValueError, OverflowError):  # month 13, hour 25, year 1 west of UTC
         raise MalformedNode(

@@ -35,32 +35,13 @@ class Requirement:
                 return value is not None and value in self.values
             case "!=" | "notin":
                 return value is None or value not in self.values
-            case "gt" | "lt":
-                return self._compares(value)
+            case "gt" | "lt":  # the label must be a whole number on the right side
+                try:
+                    number, bound = int(value), int(self.values[0])  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    return False
+                return number > bound if self.op == "gt" else number < bound
         raise AssertionError(self.op)
-
-    def _compares(self, value: str | None) -> bool:
-        """`gt`/`lt`: the label must be a whole number on the right side of the bound."""
-        try:
-            number = int(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return False
-        bound = int(self.values[0])
-        return number > bound if self.op == "gt" else number < bound
-
-    def __str__(self) -> str:
-        match self.op:
-            case "exists":
-                return self.key
-            case "!exists":
-                return f"!{self.key}"
-            case "=" | "!=":
-                return f"{self.key}{self.op}{self.values[0]}"
-            case "gt":
-                return f"{self.key}>{self.values[0]}"
-            case "lt":
-                return f"{self.key}<{self.values[0]}"
-        return f"{self.key} {self.op} ({','.join(self.values)})"
 
 
 @dataclass(frozen=True)
@@ -80,9 +61,6 @@ class Selector:
     def __bool__(self) -> bool:
         return bool(self.requirements)
 
-    def __str__(self) -> str:
-        return ",".join(str(r) for r in self.requirements)
-
 
 EVERYTHING = Selector()
 
@@ -93,7 +71,9 @@ _EXISTS_RE = re.compile(r"^\s*(!?)\s*([^\s!=<>,()]+)\s*$")
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside `( ... )`."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -113,14 +93,12 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def _check_key(key: str) -> None:
-    problem = qualified_name_problem(key)
-    if problem:
+    if problem := qualified_name_problem(key):
         raise SelectorError(f"invalid label key {key!r}: {problem}")
 
 
 def _check_value(value: str) -> None:
-    problem = label_value_problem(value)
-    if problem:
+    if problem := label_value_problem(value):
         raise SelectorError(f"invalid label value {value!r}: {problem}")
 
 

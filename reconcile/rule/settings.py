@@ -1,7 +1,9 @@
-"""Settings: frozen dataclasses, and the parsing that turns raw option text into them.
+"""Settings: frozen dataclasses, the parsers that turn an option's text into their values,
+and the words they share: this tool's annotation keys, durations and times.
 
-Every bad value becomes one `ConfigError` line naming the option, its
-environment variable and valid examples, raised before any API call (exit 2).
+A parser refuses bad text with `Invalid(problem, fix)`; reconcile/cli/options.py makes it one
+`ConfigError` line naming the option and its environment variable (exit 2, before any API
+call).
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from reconcile.rule.names import qualified_name_problem
+from reconcile.rule.names import DNS_LABEL, DNS_SUBDOMAIN, qualified_name_problem
 from reconcile.rule.selectors import EVERYTHING, Selector, SelectorError, parse_selector
 
 DEFAULT_ANNOTATION = "karpenter.sh/do-not-disrupt"
@@ -52,6 +54,15 @@ class Output(StrEnum):
     JSON = "json"
 
 
+class Mode(StrEnum):
+    """What a run does: the command (`status` is a reconcile that writes nothing)."""
+
+    RECONCILE = "reconcile"
+    RELEASE = "release"  # remove every hold this tool owns, whatever the ages
+    PIN = "pin"  # a person's pin on the named nodes (PINNED)
+    UNPIN = "unpin"  # give the named nodes' pins back to the normal rule
+
+
 @dataclass(frozen=True)
 class HoldSettings:
     """What is held and for how long: everything the pure decision needs."""
@@ -75,13 +86,14 @@ class HoldSettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How one run behaves towards the API server."""
+    """What one run does, and how it behaves towards the API server."""
 
+    mode: Mode = Mode.RECONCILE
     dry_run: bool = False
     clock: Clock = Clock.SERVER
     timeout: timedelta = timedelta(seconds=45)
     workers: int = 8
-    qps: float = 1000.0  # a ceiling: the 8 workers bound the rate first (README, "Performance")
+    qps: float | None = None  # node writes a second; None: auto (reconcile.cluster.pool)
     page_size: int = 500
     events: bool = True
     output: Output = Output.TEXT
@@ -106,10 +118,8 @@ class ClusterAccess:
 # --- the grammar ----------------------------------------------------------------
 #
 # One parser per kind of setting. Each takes the text exactly as it arrived (flag or
-# environment variable: the same text gives the same verdict) and returns the value, or
-# raises `Invalid(problem, fix)`; `reconcile.cli.options` turns that into one ConfigError line
-# naming the flag and its environment variable. Digits are ASCII only: int() and float()
-# also accept Arabic-Indic or full-width digits, which nobody means in a setting.
+# environment variable: the same text gives the same verdict). Digits are ASCII only: int()
+# and float() also accept Arabic-Indic or full-width digits, which nobody means in a setting.
 
 
 class Invalid(ValueError):
@@ -141,9 +151,6 @@ class DurationRange:
     low: timedelta = timedelta(seconds=1)
     high: timedelta = timedelta(days=7)
 
-    def describe(self) -> str:
-        return f"from {format_duration(self.low)} to {format_duration(self.high)}"
-
 
 HOLD_RANGE = DurationRange(timedelta(seconds=1), timedelta(days=7))
 TIMEOUT_RANGE = DurationRange(timedelta(seconds=1), timedelta(hours=1))
@@ -174,7 +181,8 @@ def parse_duration(
     refused as out of range instead of overflowing.
     """
     examples = DURATION_EXAMPLES + (", or a bare number of minutes" if bare_minutes else "")
-    fix = f"use a duration {bounds.describe()}, such as {examples}"
+    within = f"from {format_duration(bounds.low)} to {format_duration(bounds.high)}"
+    fix = f"use a duration {within}, such as {examples}"
     raw = text.strip()
     if not raw:
         raise Invalid("is empty", fix)
@@ -192,11 +200,6 @@ def parse_duration(
     return timedelta(seconds=seconds)
 
 
-def parse_optional_duration(text: str, bounds: DurationRange = HOLD_RANGE) -> timedelta | None:
-    """Like parse_duration, but empty means "not set" (the manifests' way to say no cap)."""
-    return parse_duration(text, bounds) if text.strip() else None
-
-
 def format_duration(delta: timedelta) -> str:
     """Human duration like `1h30m`, `20m`, `45s`, `2d3h`; negative gets a `-`."""
     if 0 < abs(delta.total_seconds()) < 1:
@@ -212,6 +215,20 @@ def format_duration(delta: timedelta) -> str:
         if amount:
             parts.append(f"{amount}{unit}")
     return sign + "".join(parts[:2])
+
+
+#: Our stamps' form (`node-holder.dev/hold-started`), as kube-apiserver writes its times.
+STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def format_time(moment: datetime, fraction: bool = False) -> str:
+    """The one way this tool writes a time: RFC 3339 in UTC with a `Z`, to the second
+    (`2026-11-22T20:41:22Z`: stamps, Events, reports); with `fraction`, to the millisecond
+    (`2026-11-22T20:41:22.123Z`: log lines)."""
+    moment = moment.astimezone(UTC)
+    if not fraction:
+        return moment.strftime(STAMP_FORMAT)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 #: Hold annotations that Karpenter or cluster-autoscaler read on a node.
@@ -240,8 +257,7 @@ def parse_annotation_keys(text: str) -> tuple[str, ...]:
             continue
         if any(c.isspace() for c in key):
             raise Invalid(f"has a space inside the key {key!r}", fix)
-        problem = qualified_name_problem(key)
-        if problem:
+        if problem := qualified_name_problem(key):
             raise Invalid(f"is not a valid annotation key ({problem})", fix)
         if key.startswith(OWN_PREFIX):
             raise Invalid(f"names {key!r}, one of this tool's own annotations", fix)
@@ -250,11 +266,6 @@ def parse_annotation_keys(text: str) -> tuple[str, ...]:
     if not keys:
         raise Invalid("names no annotation key", fix)
     return tuple(keys)
-
-
-def unread_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
-    """Keys neither Karpenter nor cluster-autoscaler reads: legitimate, but worth a warning."""
-    return tuple(k for k in keys if k not in KNOWN_HOLD_KEYS)
 
 
 def parse_selector_text(text: str) -> Selector:
@@ -269,32 +280,34 @@ def parse_selector_text(text: str) -> Selector:
 
 def parse_label_key(text: str) -> str:
     key = text.strip()
-    problem = qualified_name_problem(key)
-    if problem:
+    if problem := qualified_name_problem(key):
         raise Invalid(f"is not a valid label key ({problem})", f"use e.g. {DEFAULT_GROUP_LABEL}")
     return key
 
 
-def parse_int(text: str, low: int, high: int) -> int:
+def parse_number(text: str, low: float, high: float, whole: bool = False) -> float:
+    """A number within bounds; with `whole`, a whole number (kept exact: every bound here
+    is far below 2**53)."""
     raw = text.strip()
-    fix = f"use a whole number from {low} to {high}"
-    if not re.fullmatch(r"[+]?[0-9]+", raw, re.ASCII):
-        raise Invalid("is not a whole number", fix)
-    value = int(raw)
-    if not low <= value <= high:
-        raise Invalid("is out of range", fix)
-    return value
-
-
-def parse_number(text: str, low: float, high: float) -> float:
-    raw = text.strip()
-    fix = f"use a number from {low:g} to {high:g}"
-    if not re.fullmatch(r"[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", raw, re.ASCII):
-        raise Invalid("is not a number", fix)
+    what = "whole number" if whole else "number"
+    fix = f"use a {what} from {low:g} to {high:g}"
+    pattern = r"[+]?[0-9]+" if whole else r"[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    if not re.fullmatch(pattern, raw, re.ASCII):
+        raise Invalid(f"is not a {what}", fix)
     value = float(raw)
     if not low <= value <= high:
         raise Invalid("is out of range", fix)
     return value
+
+
+def parse_rate(text: str, high: float) -> float | None:
+    """Writes a second, 0 (no limit) to `high`, or auto: None, the tool fits it to the cluster."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return parse_number(text, 0, high)
+    except Invalid as exc:
+        raise Invalid(exc.problem, f"use auto or {exc.fix.removeprefix('use ')}") from None
 
 
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
@@ -327,8 +340,6 @@ class CronJobRef:
         return f"{self.namespace}/{self.name}"
 
 
-_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*"
 NAMESPACE_MAX = 63
 CRONJOB_NAME_MAX = 52  # the Job names the controller derives must stay within 63
 
@@ -341,9 +352,9 @@ def parse_cronjob_ref(text: str) -> CronJobRef | None:
     fix = "use NAMESPACE/NAME of the CronJob, e.g. node-holder/node-holder"
     if not sep or not namespace or not name or "/" in name:
         raise Invalid("is not NAMESPACE/NAME", fix)
-    if not re.fullmatch(_DNS_LABEL, namespace) or len(namespace) > NAMESPACE_MAX:
+    if not re.fullmatch(DNS_LABEL, namespace) or len(namespace) > NAMESPACE_MAX:
         raise Invalid(f"names {namespace!r}, which is not a namespace name", fix)
-    if not re.fullmatch(_DNS_SUBDOMAIN, name) or len(name) > CRONJOB_NAME_MAX:
+    if not re.fullmatch(DNS_SUBDOMAIN, name) or len(name) > CRONJOB_NAME_MAX:
         raise Invalid(f"names {name!r}, which is not a CronJob name", fix)
     return CronJobRef(namespace, name)
 

@@ -25,7 +25,7 @@ from kubernetes import client as official_client
 from kubernetes import config as official_config
 
 from reconcile.cluster.access import connection_for
-from reconcile.cluster.client import Connection
+from reconcile.cluster.transport import Connection
 from reconcile.rule.settings import ClusterAccess
 from tests.clusters import run_cli
 from tests.kubeapi.apiserver import ApiServer

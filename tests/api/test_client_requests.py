@@ -15,31 +15,30 @@ import pytest
 import yaml
 
 from reconcile.cluster.access import connection_for
-from reconcile.cluster.client import (
-    AUTH_REFRESH_SECONDS,
-    Client,
+from reconcile.cluster.client import Client, Page
+from reconcile.cluster.errors import (
     Conflict,
     Forbidden,
     Gone,
-    ListPage,
     NotFound,
     ServerError,
     TooManyRequests,
     Unauthorized,
 )
+from reconcile.cluster.transport import AUTH_REFRESH_SECONDS
 from reconcile.rule.settings import ClusterAccess
 from tests.kubeapi.apiserver import ApiServer, Fault
 
 
 def read(kube: Client, name: str = "n") -> None:
-    assert kube.get_node(name)["name"] == name
+    assert kube.get_node(name).items[0]["name"] == name
 
 
 def client_for(kubeconfig: Path) -> Client:
     return Client(connection_for(ClusterAccess(kubeconfig=str(kubeconfig))), pool_size=2)
 
 
-def page(kube: Client, token: str | None = None) -> ListPage:
+def page(kube: Client, token: str | None = None) -> Page:
     return kube.list_nodes(limit=5, continue_token=token)
 
 
@@ -102,7 +101,7 @@ def test_a_missing_node_is_not_found(api: ApiServer, kubeconfig: Path) -> None:
 def test_a_stale_resource_version_is_a_conflict(api: ApiServer, kubeconfig: Path) -> None:
     api.add_node("n", created=api.now() - timedelta(hours=1), eks=False)
     kube = client_for(kubeconfig)
-    stale = kube.get_node("n")["resourceVersion"]
+    stale = kube.get_node("n").items[0]["resourceVersion"]
     fresh = kube.patch_node("n", {"metadata": {"annotations": {"a": "1"}}})
     assert fresh != stale
     with pytest.raises(Conflict):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reconcile.cluster.client import http_date, retry_after
+from reconcile.cluster.transport import http_date, retry_after
 from tests.clusters import run_cli
 from tests.kubeapi.apiserver import ApiServer, Fault
 from tests.reliability.helpers import KEY, NODES, OURS, REPO, old, young

@@ -178,3 +178,18 @@ def test_pin_reads_again_and_decides_again_after_a_conflict(
     assert result.lines[0] == f"node/a: pinned {KEY} (after 1 conflict(s))"
     assert api.annotations("a") == {**PINNED_KEY, "team": "x"}
     assert [w.status for w in api.writes()] == [409, 200]
+
+
+def test_pin_reads_the_named_nodes_alone_never_the_node_list(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """At 15,000 nodes the list is 30 pages; a person pinning one node costs one GET."""
+    cluster(api, **{f"n{i:03}": {} for i in range(120)})
+    result = run(kubeconfig, "pin", "n007", "ghost", "--output", "json")
+    assert result.code == 1 and api.annotations("n007") == PINNED_KEY
+    assert result.json["summary"]["listPages"] == 0
+    assert [(r.method, r.path) for r in api.requests] == [
+        ("GET", "/api/v1/nodes/n007"),
+        ("GET", "/api/v1/nodes/ghost"),
+        ("PATCH", "/api/v1/nodes/n007"),
+    ]

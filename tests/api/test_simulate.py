@@ -293,29 +293,29 @@ def test_a_hand_set_annotation_is_never_touched(tmp_path: Path) -> None:
     assert sum(result.writes) == 3 + 3
 
 
-def test_jobs_is_accepted_and_ignored_with_a_note(tmp_path: Path) -> None:
-    path = timeline_file(
-        tmp_path,
-        "{name: new, created: 2024-05-14T00:00:00Z}",
-        "{name: newer, created: 2024-05-14T00:15:00Z}",
-    )
+def test_events_is_the_cronjob_s_setting_with_its_variable(tmp_path: Path) -> None:
+    """--events is one option in the settings table: NODE_HOLDER_EVENTS=false, as the
+    CronJob's ConfigMap may say, counts no Events, as --no-events does."""
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
 
-    def run(*extra: str) -> tuple[list[dict[str, Any]], str]:
-        result = run_cli("simulate", path, "--compare", "10m,40m", "--output", "json", *extra)
+    def events(*args: str, env: dict[str, str] | None = None) -> int:
+        result = run_cli("simulate", path, "--output", "json", *args, env=env)
         assert result.code == 0, result.stderr
-        columns = json.loads(result.stdout)["configurations"]
-        figures = [{k: v for k, v in c.items() if k != "replay_seconds"} for c in columns]
-        return figures, result.stderr
+        return json.loads(result.stdout)["configurations"][0]["events"]
 
-    with_jobs, note = run("--jobs", "2")
-    without, quiet = run()
-    assert with_jobs == without
-    (line,) = note.splitlines()
-    assert line.endswith(" WARNING --jobs is ignored: simulate runs in one process"), line
-    assert quiet == ""
-    _, as_json = run("--jobs", "2", "--log-format", "json")
-    (record,) = [json.loads(line) for line in as_json.splitlines()]
-    assert record["level"] == "warning" and "--jobs is ignored" in record["message"]
+    assert events() == 2  # HoldStarted, HoldEnded
+    assert events(env={"NODE_HOLDER_EVENTS": "false"}) == events("--no-events") == 0
+    assert events("--events", env={"NODE_HOLDER_EVENTS": "false"}) == 2  # the flag wins
+
+
+def test_jobs_is_refused_like_any_unknown_option(tmp_path: Path) -> None:
+    """--jobs was accepted and ignored for a while (the replay used a process per column);
+    every option is in the settings table now, and it is not one."""
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    result = run_cli("simulate", path, "--jobs", "2")
+    assert result.code == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert "No such option '--jobs'" in line and "node-holder simulate --help" in line, line
 
 
 def test_simulate_imports_no_http_client_and_no_test_server(tmp_path: Path) -> None:

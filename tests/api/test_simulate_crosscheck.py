@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from reconcile.cli.report import event_message
 from reconcile.rule.decide import NodeView
 from reconcile.rule.settings import HoldSettings, RunSettings, Scope
 from reconcile.run import run_once
@@ -133,7 +134,7 @@ def through_the_api(api: ApiServer, kubeconfig: Path, path: str, hold: HoldSetti
                 eks=False,
             )
         api.reset_log()
-        result = run_once(kube, hold, run)
+        result = run_once(kube, hold, run, describe=event_message)
         requests += len(api.requests)
         assert result.ok and not result.event_errors, (result.errors, result.event_errors)
         assert result.applied is not None

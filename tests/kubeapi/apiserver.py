@@ -2,10 +2,12 @@
 
 Used by the tests, the benchmarks (15,000 EKS-shaped nodes), `node-holder simulate` and
 `make demo`. It serves nodes (list with label/field selectors and consistent paging, get, create,
-update, the three patch types, delete, the status subresource), events in both APIs, discovery,
-namespaces, empty pod lists and node leases, with metadata-only and Table responses, gzip over
-128 KiB, bearer-token identities with RBAC-style 403s, dryRun, optimistic concurrency and
-Status error bodies worded like the real server. See the sibling modules for what was checked
+update, the three patch types, delete, the status subresource), Karpenter v1 NodePools as a
+custom resource (karpenter.sh/v1: pruning, CRD defaults and schema validation, no strategic merge
+patch, resourceVersion required on update, generation on spec changes), events in both APIs,
+discovery, namespaces, empty pod lists and node leases, with metadata-only and Table responses,
+gzip over 128 KiB, bearer-token identities with RBAC-style 403s, dryRun, optimistic concurrency
+and Status error bodies worded like the real server. See the sibling modules for what was checked
 against kube-apiserver's source (via the search tool) and how:
 
 - statuses.py: Status bodies and messages (apimachinery api/errors).
@@ -15,6 +17,8 @@ against kube-apiserver's source (via the search tool) and how:
 - validation.py: names, labels, annotations (256 KiB), events (api/validation, event strategy).
 - tables.py: `as=Table` for nodes and events (printers.go); human ages from the server clock.
 - auth.py: tokens, identities and 401/403 bodies; discovery.py: discovery and /version.
+- crd.py: how apiextensions-apiserver prunes, defaults and validates a custom resource;
+  karpenter.py: the NodePool CRD's schema (budgets), printer columns and a NodePool builder.
 
 Negotiation follows handlers/response.go and negotiation/: the first acceptable Accept clause by
 q-value wins; `as=PartialObjectMetadata[List]` items carry kind PartialObjectMetadata and
@@ -56,7 +60,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from tests.kubeapi import auth, debugapi, discovery, managedfields, tables
+from tests.kubeapi import auth, crd, debugapi, discovery, karpenter, managedfields, tables
 from tests.kubeapi.nodegen import (
     BIG_ANNOTATION,
     big_annotation,
@@ -81,6 +85,7 @@ from tests.kubeapi.resources import (
     BATCH_KINDS,
     CORE_EVENTS,
     NAMESPACE_FIELD_LABELS,
+    NODEPOOLS,
     NODES,
     POD_FIELD_LABELS,
     V1_EVENTS,
@@ -98,6 +103,7 @@ from tests.kubeapi.selection import (
 from tests.kubeapi.statuses import (
     ApiError,
     FieldError,
+    GoLiteral,
     already_exists,
     bad_request,
     conflict,
@@ -137,6 +143,8 @@ _TRANSFORMS = {"Table", "PartialObjectMetadata", "PartialObjectMetadataList"}
 _FLOWSCHEMA_UID = str(uuid.uuid5(uuid.NAMESPACE_DNS, "flowschema.global-default"))
 _PRIORITY_UID = str(uuid.uuid5(uuid.NAMESPACE_DNS, "prioritylevel.global-default"))
 _READ_METHODS = ("GET", "HEAD")
+# Where each resource that tests count writes to lives (writes(), fault bodies).
+RESOURCE_PATHS = {"nodes": "/api/v1/nodes", "nodepools": "/apis/karpenter.sh/v1/nodepools"}
 
 
 # --------------------------------------------------------------------------- public records
@@ -819,6 +827,70 @@ class ApiServer:
         with self.store.lock:
             return sorted(self.store.collections["nodes"].entries)
 
+    # ---- Karpenter NodePools, from Python (through the same create/update code as the API)
+
+    def add_nodepool(
+        self,
+        name: str,
+        *,
+        budgets: list[dict[str, Any]] | None = None,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        status: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Create a karpenter.sh/v1 NodePool as `kubectl apply` would, CRD defaults and
+        validation included (an invalid one raises ApiError, 422); `budgets=None` leaves the
+        list to the CRD default `[{nodes: "10%"}]`. `status` is then written as Karpenter's
+        controller would (say `{"nodes": 3}`). Returns a copy of what is stored."""
+        obj = karpenter.make_nodepool(name, budgets=budgets, labels=labels, annotations=annotations)
+        self._create_object(
+            NODEPOOLS, "", obj, dry=False, manager="kubectl-client-side-apply", validation="Strict"
+        )
+        if status is not None:
+            self._write(
+                NODEPOOLS,
+                name,
+                name,
+                lambda current: {**current, "status": status},
+                _Target(),
+                dry=False,
+                manager="karpenter",
+                validation="Strict",
+                sub="status",
+                precondition="",
+                patch_errors=True,
+            )
+        return self.get_nodepool(name) or {}
+
+    def get_nodepool(self, name: str) -> dict[str, Any] | None:
+        """A deep copy of the stored NodePool, or None."""
+        entry = self.store.get("nodepools", name)
+        return json.loads(entry.full("NodePool", karpenter.API_VERSION)) if entry else None
+
+    def edit_nodepool(self, name: str, fn: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Apply `fn` to a copy and store it as a person's (or Argo CD's) update would: CRD
+        defaults, validation (ApiError), generation; a no-op stores nothing. Returns the result."""
+
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            obj = json.loads(dumps(current))
+            fn(obj)
+            return obj
+
+        response = self._write(
+            NODEPOOLS,
+            name,
+            name,
+            mutate,
+            _Target(),
+            dry=False,
+            manager="kubectl-edit",
+            validation="Strict",
+            sub="",
+            precondition="",
+            patch_errors=True,
+        )
+        return json.loads(response.body)
+
     # ---- store-wide
 
     def compact(self) -> None:
@@ -878,12 +950,14 @@ class ApiServer:
         with self._log_lock:
             self._log.clear()
 
-    def writes(self) -> list[RequestRecord]:
-        """Logged non-GET requests to nodes."""
+    def writes(self, resource: str = "nodes") -> list[RequestRecord]:
+        """Logged non-GET requests to nodes (or to `nodepools`), subresources included."""
+        prefix = RESOURCE_PATHS[resource]
         return [
             r
             for r in self.requests
-            if r.method not in _READ_METHODS and r.path.startswith("/api/v1/nodes")
+            if r.method not in _READ_METHODS
+            and (r.path == prefix or r.path.startswith(prefix + "/"))
         ]
 
     def _record(self, record: RequestRecord) -> None:
@@ -901,10 +975,13 @@ class ApiServer:
         return _Response(err.code, dumps(err.status()) + b"\n", headers=headers)
 
     def _fault_response(self, fault: Fault, path: str) -> _Response:
-        match = re.match(r"^/api/v1/nodes/([^/]+)", path)
-        err = generic(
-            fault.status or 500, match.group(1) if match else "", "nodes", fault.retry_after
-        )
+        """A Status body naming the node or NodePool in the path (a 409 words it as a Conflict)."""
+        rk, name = NODES, ""
+        for kind in (NODES, NODEPOOLS):
+            match = re.match(f"^{RESOURCE_PATHS[kind.resource]}/([^/]+)", path)
+            if match:
+                rk, name = kind, match.group(1)
+        err = generic(fault.status or 500, name, rk.resource, fault.retry_after, rk.group)
         if fault.reason:
             err.reason = fault.reason
         if fault.message:
@@ -930,6 +1007,10 @@ class ApiServer:
             return self._doc(req, discovery.API_VERSIONS)
         if path == "/apis":
             return self._doc(req, discovery.API_GROUPS)
+        if path == "/openapi/v3":
+            return self._doc(req, discovery.OPENAPI_V3_INDEX)
+        if path.startswith("/openapi/v3/") and path[12:] in discovery.OPENAPI_V3_DOCS:
+            return self._doc(req, discovery.OPENAPI_V3_DOCS[path[12:]])
         if path == "/api/v1":
             return self._doc(req, discovery.CORE_RESOURCES)
         if (
@@ -972,6 +1053,11 @@ class ApiServer:
             if len(rest) in (3, 4) and rest[0] == "namespaces" and rest[2] in BATCH_KINDS:
                 name = rest[3] if len(rest) == 4 else ""
                 return self._resource(req, BATCH_KINDS[rest[2]], rest[1], name, "")
+        if parts[:4] == ["apis", "karpenter.sh", "v1", "nodepools"] and len(parts) <= 6:
+            sub = parts[5] if len(parts) == 6 else ""
+            if sub not in ("", "status"):
+                raise path_not_found()
+            return self._resource(req, NODEPOOLS, "", parts[4] if len(parts) > 4 else "", sub)
         if parts[:3] == ["apis", "coordination.k8s.io", "v1"]:
             rest = parts[3:]
             if len(rest) == 4 and rest[0] == "namespaces" and rest[2] == "leases":
@@ -1286,7 +1372,8 @@ class ApiServer:
     @staticmethod
     def _write_options(
         req: _Request, options_kind: str, body_options: dict[str, Any] | None = None
-    ) -> tuple[bool, str]:
+    ) -> tuple[bool, str, str]:
+        """(dryRun, field manager, fieldValidation with the server's default Warn), or 422."""
         dry = list(req.multi.get("dryRun", []))
         if body_options and isinstance(body_options.get("dryRun"), list):
             dry.extend(body_options["dryRun"])
@@ -1307,7 +1394,7 @@ class ApiServer:
             )
         if errs:
             raise invalid(options_kind, "", errs, group="meta.k8s.io")
-        return bool(dry), managedfields.manager_name(manager, req.user_agent)
+        return bool(dry), managedfields.manager_name(manager, req.user_agent), validation or "Warn"
 
     def _decode_body(self, req: _Request, rk: ResourceKind) -> dict[str, Any]:
         ctype = (
@@ -1362,6 +1449,8 @@ class ApiServer:
             errs += validate_update_meta(meta, old.get("metadata") or {})
         if rk.storage == "events":
             errs += validate_event(obj, strict_v1=strict_events and old is None)
+        if rk.schema is not None:
+            errs += crd.validate(obj, rk.schema)
         if errs:
             raise invalid(rk.kind, meta.get("name") or "", errs, rk.group)
 
@@ -1369,11 +1458,32 @@ class ApiServer:
 
     def _create(self, req: _Request, rk: ResourceKind, namespace: str) -> _Response:
         target = negotiate(req.headers.get("Accept"))
-        dry, manager = self._write_options(req, "CreateOptions")
+        dry, manager, validation = self._write_options(req, "CreateOptions")
         external = self._decode_body(req, rk)
+        entry, obj, warnings = self._create_object(
+            rk, namespace, external, dry=dry, manager=manager, validation=validation
+        )
+        response = self._render(rk, entry, obj, target, 201, stored=entry is not None)
+        return _warn(response, warnings)
+
+    def _create_object(
+        self,
+        rk: ResourceKind,
+        namespace: str,
+        external: dict[str, Any],
+        *,
+        dry: bool,
+        manager: str,
+        validation: str,
+    ) -> tuple[Entry | None, dict[str, Any], list[str]]:
+        """The registry's create (POST, and add_nodepool): (stored entry, object, warnings)."""
         obj = rk.defaults(
             rk.to_internal({**external, "kind": rk.kind, "apiVersion": rk.api_version})
         )
+        warnings: list[str] = []
+        if rk.schema is not None:
+            obj, warnings = self._coerce(rk, obj, validation)
+            obj.pop("status", None)  # PrepareForCreate: the status subresource owns it
         meta = dict(obj.get("metadata") or {})
         if rk.namespaced:
             if meta.get("namespace") not in (None, "", namespace):
@@ -1399,10 +1509,14 @@ class ApiServer:
         meta["uid"] = str(uuid.uuid4())
         now = rfc3339(self.now())
         meta["creationTimestamp"] = now
+        if rk.schema is not None:
+            meta["generation"] = 1
         obj = {**obj, "metadata": meta}
         self._validate(rk, obj, None, strict_events=rk.group == "events.k8s.io")
         changed, _ = managedfields.object_diff({}, obj, status=False)
-        meta["managedFields"] = managedfields.record_update(None, manager, changed, {}, now)
+        meta["managedFields"] = managedfields.record_update(
+            None, manager, changed, {}, now, api_version=rk.api_version
+        )
         name = meta["name"]
         with self.store.lock:
             if self.store.get(rk.storage, self._key(rk, namespace, name)) is not None:
@@ -1415,7 +1529,26 @@ class ApiServer:
         if entry is not None and rk.storage == "events":
             with self._log_lock:
                 self._created_events.append(rk.to_external(obj) if rk.group else obj)
-        return self._render(rk, entry, obj, target, 201, stored=entry is not None)
+        return entry, obj, warnings
+
+    @staticmethod
+    def _coerce(
+        rk: ResourceKind, obj: dict[str, Any], validation: str, *, patched: bool = False
+    ) -> tuple[dict[str, Any], list[str]]:
+        """A custom resource through its CRD's codec: pruned, then defaulted (crd.py); unknown
+        fields are warnings (Warn), refused (Strict: 400, or 422 for a patch) or dropped."""
+        assert rk.schema is not None
+        out = json.loads(dumps(obj))
+        unknown = [f'unknown field "{path}"' for path in crd.prune(out, rk.schema)]
+        crd.apply_defaults(out, rk.schema)
+        if unknown and validation == "Strict":
+            why = "strict decoding error: " + ", ".join(unknown)
+            if patched:
+                raise invalid("", "", [invalid_field("patch", dumps(obj).decode(), why)])
+            raise bad_request(
+                f'{rk.kind} in version "{rk.version}" cannot be handled as a {rk.kind}: {why}'
+            )
+        return out, unknown if validation == "Warn" else []
 
     # ---- update / patch
 
@@ -1423,8 +1556,11 @@ class ApiServer:
         self, req: _Request, rk: ResourceKind, namespace: str, name: str, sub: str
     ) -> _Response:
         target = negotiate(req.headers.get("Accept"))
-        dry, manager = self._write_options(req, "UpdateOptions")
+        dry, manager, validation = self._write_options(req, "UpdateOptions")
         external = self._decode_body(req, rk)
+        warnings: list[str] = []
+        if rk.schema is not None:  # the body goes through the CRD's codec as it is decoded
+            external, warnings = self._coerce(rk, external, validation)
         body_name = (external.get("metadata") or {}).get("name") or ""
         if body_name != name:
             raise bad_request(
@@ -1438,11 +1574,16 @@ class ApiServer:
                 raise not_found(rk.resource, name, rk.group)
         if current is None:
             return self._create(req, rk, namespace)
+        if rk.schema is not None and not body_rv:
+            # Custom resources do not AllowUnconditionalUpdate (registry/generic store.go Update).
+            why = "must be specified for an update"
+            field_err = invalid_field("metadata.resourceVersion", GoLiteral("0x0"), why)
+            raise invalid(rk.resource, name, [field_err], rk.group)
 
         def mutate(_: dict[str, Any]) -> dict[str, Any]:
             return {**external, "kind": rk.kind, "apiVersion": rk.api_version}
 
-        return self._write(
+        response = self._write(
             rk,
             key,
             name,
@@ -1450,10 +1591,12 @@ class ApiServer:
             target,
             dry=dry,
             manager=manager,
+            validation=validation,
             sub=sub,
             precondition=body_rv,
             patch_errors=False,
         )
+        return _warn(response, warnings)
 
     def _patch(
         self, req: _Request, rk: ResourceKind, namespace: str, name: str, sub: str
@@ -1462,10 +1605,14 @@ class ApiServer:
         served = [JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH]
         if ctype not in served:
             raise unsupported_media_type(PATCH_TYPES)
-        if ctype == APPLY_PATCH:
-            raise unsupported_media_type([JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH])
+        if ctype == APPLY_PATCH:  # server-side apply is not modelled: refused for every resource
+            also = [] if rk.schema else [STRATEGIC_PATCH]
+            raise unsupported_media_type([JSON_PATCH, MERGE_PATCH, *also])
+        if ctype == STRATEGIC_PATCH and rk.schema is not None:
+            # Custom resources take no strategic merge patch (customresource_handler.go).
+            raise unsupported_media_type([JSON_PATCH, MERGE_PATCH, APPLY_PATCH])
         target = negotiate(req.headers.get("Accept"))
-        dry, manager = self._write_options(req, "PatchOptions")
+        dry, manager, validation = self._write_options(req, "PatchOptions")
         body = req.body
 
         def mutate(current_external: dict[str, Any]) -> Any:
@@ -1484,6 +1631,7 @@ class ApiServer:
             target,
             dry=dry,
             manager=manager,
+            validation=validation,
             sub=sub,
             precondition="",
             patch_errors=True,
@@ -1500,12 +1648,14 @@ class ApiServer:
         *,
         dry: bool,
         manager: str,
+        validation: str,
         sub: str,
         precondition: str,
         patch_errors: bool,
         smp: bool = False,
     ) -> _Response:
         """Read-modify-write under the store lock, with the real server's checks in order."""
+        warnings: list[str] = []
         with self.store.lock:
             current = self.store.get(rk.storage, key)
             if current is None:
@@ -1530,6 +1680,8 @@ class ApiServer:
                         )
                     ],
                 )
+            if rk.schema is not None and patch_errors:
+                new_external, warnings = self._coerce(rk, new_external, validation, patched=True)
             new = rk.defaults(
                 rk.to_internal({**new_external, "kind": rk.kind, "apiVersion": rk.api_version})
             )
@@ -1561,11 +1713,10 @@ class ApiServer:
                 meta["uid"] = old_meta.get("uid")
             meta["resourceVersion"] = old_meta.get("resourceVersion")
             new = {**new, "metadata": meta}
-            if rk is NODES:
-                if sub == "status":
-                    new = _replace_part(new, old, "spec")
-                else:
-                    new = _replace_part(new, old, "status")
+            if rk.status_subresource:
+                new = _replace_part(new, old, "spec" if sub == "status" else "status")
+            if rk.schema is not None:
+                new, meta = _custom_update(new, old, sub)
             self._validate(rk, new, old, strict_events=False)
             changed, removed = managedfields.object_diff(old, new, status=sub == "status")
             if not changed and not removed and _same_object(old, new):
@@ -1577,13 +1728,14 @@ class ApiServer:
                 removed,
                 rfc3339(self.now()),
                 subresource=sub,
+                api_version=rk.api_version,
             )
             if dry:
-                return self._render(rk, None, new, target)
+                return _warn(self._render(rk, None, new, target), warnings)
             entry = self.store.put(rk.storage, key, new)
             if meta.get("deletionTimestamp") and not meta.get("finalizers"):
                 self.store.delete(rk.storage, key)
-        return self._render(rk, entry, entry.obj, target, stored=True)
+        return _warn(self._render(rk, entry, entry.obj, target, stored=True), warnings)
 
     # ---- delete
 
@@ -1599,7 +1751,7 @@ class ApiServer:
                 raise bad_request(
                     "json: cannot unmarshal array into Go value of type v1.DeleteOptions"
                 )
-        dry, _ = self._write_options(req, "DeleteOptions", options)
+        dry, _, _ = self._write_options(req, "DeleteOptions", options)
         key = self._key(rk, namespace, name)
         with self.store.lock:
             current = self.store.get(rk.storage, key)
@@ -1871,6 +2023,30 @@ def _replace_part(new: dict[str, Any], old: dict[str, Any], part: str) -> dict[s
     if part in old:
         out[part] = old[part]
     return out
+
+
+def _custom_update(
+    new: dict[str, Any], old: dict[str, Any], sub: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """customResourceStrategy.PrepareForUpdate (apiextensions-apiserver strategy.go, v0.32.9):
+    any change outside metadata bumps the generation; a status write changes status only
+    (customResourceStatusStrategy keeps the stored object, metadata included). Returns the
+    object and its (private) metadata."""
+    if sub == "status":
+        meta = dict(old["metadata"])
+        return {**_replace_part(old, new, "status"), "metadata": meta}, meta
+    meta = new["metadata"]
+    if _replace_part(new, old, "metadata") != old:
+        meta["generation"] = int(old["metadata"].get("generation") or 0) + 1
+    return new, meta
+
+
+def _warn(response: _Response, warnings: list[str]) -> _Response:
+    """`Warning: 299 - "..."` headers, as the handlers add them (apimachinery NewWarningHeader)."""
+    if warnings:
+        quoted = (w.replace("\\", "\\\\").replace('"', '\\"') for w in warnings)
+        response.headers["Warning"] = ", ".join(f'299 - "{w}"' for w in quoted)
+    return response
 
 
 def _same_object(old: dict[str, Any], new: dict[str, Any]) -> bool:

@@ -8,6 +8,8 @@ legacy documents is correct and costs one request per group version.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from typing import Any
 
 _ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -36,10 +38,17 @@ def _group(name: str) -> dict[str, Any]:
     return {"name": name, "versions": [gv], "preferredVersion": gv}
 
 
+def storage_version_hash(group: str, version: str, kind: str) -> str:
+    """endpoints/discovery StorageVersionHash: base64 of the first 8 bytes of sha256(g/v/k)."""
+    digest = hashlib.sha256(f"{group}/{version}/{kind}".encode()).digest()
+    return base64.b64encode(digest[:8]).decode()
+
+
 API_GROUPS: dict[str, Any] = {
     "kind": "APIGroupList",
     "apiVersion": "v1",
-    "groups": [_group("events.k8s.io"), _group("coordination.k8s.io")],
+    # Built-in groups first, then the CRDs' (as the aggregator orders them).
+    "groups": [_group("events.k8s.io"), _group("coordination.k8s.io"), _group("karpenter.sh")],
 }
 
 CORE_RESOURCES: dict[str, Any] = {
@@ -125,6 +134,82 @@ GROUP_RESOURCES: dict[str, dict[str, Any]] = {
             }
         ],
     },
+    # A CRD's resources (apiextensions-apiserver customresource_discovery_controller.go, v0.32.9):
+    # the CRD handler's verb order, the CRD's categories, no shortNames when the CRD declares
+    # none, and `<plural>/status` for the status subresource.
+    "karpenter.sh/v1": {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": "karpenter.sh/v1",
+        "resources": [
+            {
+                "name": "nodepools",
+                "singularName": "nodepool",
+                "namespaced": False,
+                "kind": "NodePool",
+                "verbs": [
+                    "delete",
+                    "deletecollection",
+                    "get",
+                    "list",
+                    "patch",
+                    "create",
+                    "update",
+                    "watch",
+                ],
+                "categories": ["karpenter"],
+                "storageVersionHash": storage_version_hash("karpenter.sh", "v1", "NodePool"),
+            },
+            {
+                "name": "nodepools/status",
+                "singularName": "",
+                "namespaced": False,
+                "kind": "NodePool",
+                "verbs": ["get", "patch", "update"],
+            },
+        ],
+    },
+}
+
+# OpenAPI v3, for the CRD only: enough for kubectl create/apply to see that the server validates
+# fields itself (cli-runtime query_param_verifier_v3.go: a PATCH operation with the GVK and a
+# `fieldValidation` query parameter) and that the type takes no strategic merge patch
+# (kubectl apply/patcher.go: no application/strategic-merge-patch+json request body, so it sends
+# a JSON merge patch). Built-in groups are not described: kubectl keeps its old behaviour there.
+_OPENAPI_GV = "apis/karpenter.sh/v1"
+OPENAPI_V3_INDEX: dict[str, Any] = {
+    "paths": {_OPENAPI_GV: {"serverRelativeURL": f"/openapi/v3/{_OPENAPI_GV}?hash=0"}}
+}
+OPENAPI_V3_DOCS: dict[str, dict[str, Any]] = {
+    _OPENAPI_GV: {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
+        "paths": {
+            "/apis/karpenter.sh/v1/nodepools/{name}": {
+                "patch": {
+                    "x-kubernetes-action": "patch",
+                    "x-kubernetes-group-version-kind": {
+                        "group": "karpenter.sh",
+                        "version": "v1",
+                        "kind": "NodePool",
+                    },
+                    "requestBody": {
+                        "content": {
+                            "application/apply-patch+yaml": {"schema": {"type": "object"}},
+                            "application/json-patch+json": {"schema": {"type": "object"}},
+                            "application/merge-patch+json": {"schema": {"type": "object"}},
+                        }
+                    },
+                    "parameters": [
+                        {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
+                        {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
+                        {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
+                    ],
+                    "responses": {"200": {"description": "OK"}},
+                }
+            }
+        },
+    }
 }
 
 NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")

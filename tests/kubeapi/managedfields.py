@@ -120,6 +120,7 @@ def record_update(
     now: str,
     *,
     subresource: str = "",
+    api_version: str = "v1",
 ) -> list[dict[str, Any]]:
     """New managedFields after `manager` changed/removed fields with an Update operation."""
     taken = union(changed, removed)
@@ -142,7 +143,7 @@ def record_update(
         entry = {
             "manager": manager,
             "operation": "Update",
-            "apiVersion": "v1",
+            "apiVersion": api_version,
             "time": now,
             "fieldsType": "FieldsV1",
             "fieldsV1": owned,

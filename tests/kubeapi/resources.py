@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.kubeapi import tables
+from tests.kubeapi import karpenter, tables
+from tests.kubeapi.crd import Schema
 from tests.kubeapi.patching import EVENT_LIST_STRATEGIES, NODE_LIST_STRATEGIES
 
 Obj = dict[str, Any]
@@ -44,6 +45,8 @@ class ResourceKind:
     defaults: Callable[[Obj], Obj] = _same
     create_on_update: bool = False
     version: str = "v1"
+    status_subresource: bool = False
+    schema: Schema | None = None  # a custom resource (a CRD's structural schema, see crd.py)
 
     @property
     def api_version(self) -> str:
@@ -53,7 +56,7 @@ class ResourceKind:
     @property
     def internal_type(self) -> str:
         """The Go type name the real server reports in transform errors."""
-        return f"*core.{self.kind}"
+        return "*unstructured.Unstructured" if self.schema else f"*core.{self.kind}"
 
 
 NODE_INFO_FIELDS = (
@@ -239,6 +242,7 @@ NODES = ResourceKind(
     cells=tables.node_cells,
     list_strategies=NODE_LIST_STRATEGIES,
     defaults=node_defaults,
+    status_subresource=True,
 )
 CORE_EVENTS = ResourceKind(
     resource="events",
@@ -337,3 +341,19 @@ JOBS = ResourceKind(
     defaults=_with_status,
 )
 BATCH_KINDS = {"cronjobs": CRONJOBS, "jobs": JOBS}
+
+# karpenter.sh/v1 NodePools: a custom resource (karpenter.py). Custom resources take the field
+# selectors metadata.name and metadata.namespace only (Karpenter declares no selectableFields).
+NODEPOOLS = ResourceKind(
+    resource="nodepools",
+    kind="NodePool",
+    group=karpenter.GROUP,
+    namespaced=False,
+    storage="nodepools",
+    field_label=_name_namespace_label,
+    field_values=_name_namespace_fields,
+    columns=karpenter.NODEPOOL_COLUMNS,
+    cells=karpenter.nodepool_cells,
+    status_subresource=True,
+    schema=karpenter.NODEPOOL_SCHEMA,
+)

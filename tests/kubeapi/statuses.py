@@ -38,6 +38,7 @@ _TYPE_WORDS = {
     "FieldValueForbidden": "Forbidden",
     "FieldValueTooLong": "Too long",
     "FieldValueTooMany": "Too many",
+    "FieldValueTypeInvalid": "Invalid value",
     "InternalError": "Internal error",
 }
 _NO_VALUE_TYPES = {
@@ -53,8 +54,14 @@ def go_quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+class GoLiteral(str):
+    """A bad value already printed the Go way (say `0x0`, a uint64 through %#v)."""
+
+
 def go_repr(value: Any) -> str:
     """How field.Error prints a bad value (%q for strings, %v for scalars, %#v otherwise)."""
+    if isinstance(value, GoLiteral):
+        return str(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -299,13 +306,17 @@ def internal(message: str) -> ApiError:
 
 
 def generic(
-    code: int, name: str = "", resource: str = "", retry_after: int | None = None
+    code: int,
+    name: str = "",
+    resource: str = "",
+    retry_after: int | None = None,
+    group: str = "",
 ) -> ApiError:
     """A status-coded failure with the wording of NewGenericServerResponse / the real filters."""
     retry = {"retryAfterSeconds": retry_after} if retry_after else {}
     if code == 409:
         err = (
-            conflict(resource or "nodes", name)
+            conflict(resource or "nodes", name, group=group)
             if name
             else ApiError(409, "Conflict", "the server reported a conflict", {})
         )

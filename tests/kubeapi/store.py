@@ -162,7 +162,7 @@ class Store:
         self.lock = threading.RLock()
         self.rv = 1
         self.collections: dict[str, Collection] = {
-            name: Collection() for name in ("nodes", "events", "cronjobs", "jobs")
+            name: Collection() for name in ("nodes", "events", "cronjobs", "jobs", "nodepools")
         }
         self._snapshots: OrderedDict[tuple[str, int], tuple[Entry, ...]] = OrderedDict()
         self.compacted_rv = 0

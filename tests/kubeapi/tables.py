@@ -15,8 +15,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from dateutil.parser import isoparse
-
 from tests.kubeapi.statuses import bad_request, not_supported_field
 from tests.kubeapi.store import dumps
 
@@ -62,7 +60,7 @@ def since(timestamp: str | None, now: datetime) -> str:
     """translateTimestampSince: `<unknown>` for a zero time."""
     if not timestamp:
         return "<unknown>"
-    return human_duration((now - isoparse(timestamp)).total_seconds())
+    return human_duration((now - datetime.fromisoformat(timestamp)).total_seconds())
 
 
 def _col(

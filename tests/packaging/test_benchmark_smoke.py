@@ -34,3 +34,22 @@ def test_quick_benchmark_prints_every_contender_in_every_run(tmp_path: Path) -> 
     assert all(cells[-2].strip() == "ok" for cells in rows)  # each run did its job
     assert "node-holder --help" in done.stdout or "python -m reconcile --help" in done.stdout
     assert "Targets:" in done.stdout
+
+
+def test_the_scale_benchmark_models_both_mechanisms_at_every_size() -> None:
+    """The model alone (the measured rows take two minutes: `make bench`)."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_scale.py", "--model-only"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in done.stdout.splitlines()]
+    found = {(row[0], row[1].split()[0]) for row in rows if row and row[0][:1].isdigit()}
+    sizes = ("5,000", "50,000", "100,000")
+    assert found == {(n, m) for n in sizes for m in ("annotation", "budget")}
+    writes = {row[0]: row[2] for row in rows if row and row[1] == "annotation"}
+    assert writes == {n: n for n in sizes}  # one write per node per hold edge

@@ -26,12 +26,16 @@ import yaml
 from packaging.version import Version
 
 import reconcile
-from reconcile.cli.main import cli, hold_settings, run_settings
+from reconcile.cli import cli
+from reconcile.cli.options import Parsed, hold_settings, run_settings
+from reconcile.rule.settings import Mode
 
 ROOT = Path(__file__).resolve().parents[2]
 CRONJOB_DIR = ROOT / "cronjob"
 OVERLAYS_DIR = CRONJOB_DIR / "overlays"
-DOCS = ROOT / "README.md"
+#: Where installing and running are documented: the README, docs/install.md in full, and the
+#: reference (settings, output).
+DOCS = (ROOT / "README.md", ROOT / "docs" / "install.md", ROOT / "docs" / "reference.md")
 KUBECTL = shutil.which("kubectl")
 
 needs_kubectl = pytest.mark.skipif(
@@ -476,7 +480,7 @@ def test_container_image_args_and_resources(target):
     assert c["imagePullPolicy"] == "IfNotPresent"
     assert c["args"] == ["reconcile"]
     assert "command" not in c, "the image's ENTRYPOINT (node-holder) must stay in charge"
-    # From the README's benchmark table; no CPU limit (throttling only slows a run).
+    # From the benchmark (docs/performance.md); no CPU limit (throttling only slows a run).
     assert c["resources"] == {
         "requests": {"cpu": "50m", "memory": "128Mi"},
         "limits": {"memory": "256Mi"},
@@ -604,7 +608,7 @@ def test_overlay_changes_exactly_what_it_is_for(name):
 @pytest.mark.parametrize("name", OVERLAYS)
 def test_every_overlay_changes_something_and_is_documented(name):
     assert _normalised(render(f"overlays/{name}")) != _normalised(render("base"))
-    assert f"cronjob/overlays/{name}" in DOCS.read_text(), f"document overlay {name}"
+    assert f"cronjob/overlays/{name}" in _docs(), f"document overlay {name}"
 
 
 # --------------------------------------------------------------------------- env vs the CLI
@@ -635,8 +639,8 @@ def test_cli_accepts_every_env_value(target, monkeypatch):
         monkeypatch.setenv(name, value)
     command = cli.commands[container(render(target))["args"][0]]
     with command.make_context(command.name, []) as ctx:
-        hold = hold_settings(ctx.params)
-        run = run_settings(ctx.params)
+        hold = hold_settings(Parsed(ctx.params))
+        run = run_settings(Parsed(ctx.params), Mode.RECONCILE)
     assert hold.hold_duration.total_seconds() == seconds(env["HOLD_DURATION"])
     assert list(hold.annotations) == env["HOLD_ANNOTATION"].split(",")
     assert run.timeout.total_seconds() == seconds(env["NODE_HOLDER_TIMEOUT"])
@@ -648,7 +652,7 @@ def test_cli_accepts_every_env_value(target, monkeypatch):
 
 
 def _docs() -> str:
-    return DOCS.read_text()
+    return "\n".join(path.read_text() for path in DOCS)
 
 
 def test_docs_kustomize_paths_exist():
@@ -660,13 +664,13 @@ def test_docs_kustomize_paths_exist():
 
 @needs_kubectl
 def test_docs_overlay_example_renders_and_changes_what_it_says(tmp_path):
-    """The copy-paste overlay in README.md, applied next to a copy of cronjob/."""
+    """The copy-paste overlay in docs/install.md, applied next to a copy of cronjob/."""
     match = re.search(
         r"^cat > my-node-holder/kustomization.yaml <<'EOF'\n(.*?)^EOF$",
         _docs(),
         re.MULTILINE | re.DOTALL,
     )
-    assert match, "README.md shows an overlay of your own"
+    assert match, "docs/install.md shows an overlay of your own"
     shutil.copytree(CRONJOB_DIR, tmp_path / "cronjob")
     (tmp_path / "my-node-holder").mkdir()
     (tmp_path / "my-node-holder" / "kustomization.yaml").write_text(match.group(1))
@@ -713,17 +717,18 @@ def test_docs_one_off_pod_matches_the_cronjob():
     assert "--override-type=strategic" in docs
     # The container in the overrides is merged by name into the one kubectl run makes.
     run_names = re.findall(r"^kubectl run (\S+)", docs, re.MULTILINE)
-    assert len(run_names) >= 3, "dry run, status and release"
+    assert run_names, "the README shows a one-off `kubectl run`"
     for run_name in run_names:
         assert [c["name"] for c in overrides["containers"]] == [run_name]
 
 
 def test_docs_uninstall_releases_before_deleting():
-    docs = _docs()
-    suspend = docs.index('"suspend":true')
-    release = docs.index("-- release")
-    delete = docs.index("kubectl delete -k cronjob/")
-    assert suspend < release < delete
+    """`release --suspend-cronjob` suspends the CronJob, waits out a run, then releases."""
+    for doc in DOCS[:2]:
+        text = doc.read_text()
+        release = text.index("release --suspend-cronjob node-holder/node-holder\n")
+        delete = text.index("kubectl delete -k cronjob/")
+        assert release < delete, doc.name
 
 
 def test_the_cronjob_logs_json_lines_on_both_streams_as_the_readme_says():

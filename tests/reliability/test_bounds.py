@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from reconcile.cluster.apply import NodeResult, Outcome
+from reconcile.cli.report import event_message
+from reconcile.cluster.apply import NodeResult, Outcome, write_order
 from reconcile.cluster.read import FIRST_PAGE, PAGE_BYTES
 from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import run_once
@@ -131,14 +132,15 @@ def test_each_result_is_reported_as_its_patch_lands(api: ApiServer, kubeconfig: 
             others_reported.set()
 
     hold = HoldSettings(hold_duration=timedelta(minutes=20))
-    result = run_once(
-        kube_for(kubeconfig), hold, RunSettings(workers=2, events=False), on_result=on_result
-    )
+    run = RunSettings(workers=2, events=False)
+    result = run_once(kube_for(kubeconfig), hold, run, describe=event_message, on_result=on_result)
 
     assert released_by_report == [True]  # reported while apply_plan was still running
     assert seen[0] != "n00" and sorted(seen) == NAMES  # completion order, once per node
     assert result.applied is not None
-    assert [r.node for r in result.applied.results] == NAMES  # the result keeps plan order
+    assert [r.node for r in result.applied.results] == [  # the result keeps write order
+        p.node for p in write_order(result.plan)
+    ]
     assert {r.outcome for r in result.applied.results} == {Outcome.PATCHED}
 
 
@@ -212,6 +214,7 @@ def test_no_line_is_longer_than_16_kib_at_1500_nodes(
     long = "metadata.annotations: Invalid value: " + "x" * 20_000  # a server's long message
     fails = Fault(method="PATCH", path=f"^{NODES}/", status=422, message=long, times=None)
     formats = ("--kubeconfig", str(kubeconfig), "--output", output, "--log-format", output)
+    formats += ("--qps", "0")  # lines, not rates: no need to spread 1,500 writes over seconds
 
     runs = {"dry run": run_cli("reconcile", "--dry-run", "--hold-scope", "node", *formats)}
     runs["hold start"] = run_cli("reconcile", *formats)

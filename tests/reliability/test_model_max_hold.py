@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from reconcile.cluster.retry import Backoff
+from reconcile.cli.report import event_message
+from reconcile.cluster.pool import Backoff
 from reconcile.rule.decide import claimed_keys
 from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import ListFailed, run_once
@@ -127,7 +128,7 @@ class MaxHold(RuleBasedStateMachine):
 
     def _run(self) -> None:
         with contextlib.suppress(ListFailed):  # a failed list changes nothing: fine here
-            run_once(self.kube, SETTINGS, RUN, backoff=FAST)
+            run_once(self.kube, SETTINGS, RUN, describe=event_message, backoff=FAST)
 
     def _observe(self) -> None:
         """After a run that converged: record who is held since when, check the bound."""

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from reconcile.cli.report import event_message
 from reconcile.cluster.apply import Outcome
-from reconcile.rule.decide import Mode
 from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import RunResult, run_once
 from tests.clusters import CliResult, run_cli
@@ -213,7 +213,9 @@ def two_runs_at_once(kubeconfig: Path) -> list[RunResult]:
 
     def one() -> None:
         try:
-            results.append(run_once(kube_for(kubeconfig), HoldSettings(), run, mode=Mode.RECONCILE))
+            results.append(
+                run_once(kube_for(kubeconfig), HoldSettings(), run, describe=event_message)
+            )
         except BaseException as exc:
             errors.append(exc)
 
@@ -298,10 +300,10 @@ def test_a_slow_run_decides_again_from_the_stamps_a_later_run_wrote(
         if req.method == "PATCH" and req.path == f"{NODES}/newcomer" and not hooked:
             hooked.append(True)  # once: A's own patch of that node comes through here too
             api.advance_clock(timedelta(seconds=30))  # past the cap
-            later.append(run_once(kube_for(kubeconfig), capped, run))
+            later.append(run_once(kube_for(kubeconfig), capped, run, describe=event_message))
 
     api.on_request(a_later_run_first)
-    slow = run_once(kube_for(kubeconfig), capped, run)
+    slow = run_once(kube_for(kubeconfig), capped, run, describe=event_message)
 
     assert slow.plan.held and not later[0].plan.held  # B saw a hold, A the cap
     (result,) = slow.applied.results  # type: ignore[union-attr]

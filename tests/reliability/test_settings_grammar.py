@@ -14,7 +14,7 @@ import click
 import pytest
 
 from reconcile.cli import cli
-from reconcile.cli.options import BY_NAME, COMMANDS, SETTINGS
+from reconcile.cli.options import BY_ENV, BY_NAME, COMMANDS
 from reconcile.rule.settings import ConfigError
 from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer
@@ -35,7 +35,7 @@ TEXTS: dict[str, list[str]] = {
         "-5m",
         "nan",
     ],
-    "annotations": [
+    "annotation": [
         "karpenter.sh/do-not-disrupt",
         "karpenter.sh/do not disrupt",
         "a/b, c/d",
@@ -56,7 +56,7 @@ TEXTS: dict[str, list[str]] = {
     "page_size": ["500", "0", "10001", "1.5"],
     "dry_run": ["false", "yes", "maybe"],
     "workers": ["8", "65", "many"],
-    "qps": ["1000", "0.5", "-1", "inf", "nan"],
+    "qps": ["1000", "0.5", "-1", "inf", "nan", "auto", " AUTO ", "automatic", ""],
     "events": ["true", "off", "sometimes"],
     "kubeconfig": ["/tmp/kc.yaml"],
     "suspend_cronjob": ["node-holder/node-holder", "x", "a/b/c", "UP/x", "ns/" + "n" * 53],
@@ -73,8 +73,8 @@ ARGUMENTS = {"pin": ["node-a"], "unpin": ["node-a"]}
 
 def _verdict(command: str, args: list[str], env: dict[str, str], monkeypatch) -> object:
     """The parsed value of every setting, or the one error line."""
-    for setting in SETTINGS:
-        monkeypatch.delenv(setting.env, raising=False)
+    for variable in BY_ENV:
+        monkeypatch.delenv(variable, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     cmd = cli.commands[command]  # type: ignore[attr-defined]
@@ -105,12 +105,12 @@ def _flag_args(name: str, text: str) -> list[str]:
 
 def _parity_cases() -> list[tuple[str, str, str]]:
     cases = []
-    for command, names in COMMANDS.items():
+    for command, settings in COMMANDS.items():
         if command == "simulate":
             continue  # the same Setting objects; simulate has a required argument
-        for name in names:
-            for text in dict.fromkeys(TEXTS[name] + COMMON):
-                cases.append((command, name, text))
+        for setting in settings:
+            for text in dict.fromkeys(TEXTS[setting.name] + COMMON):
+                cases.append((command, setting.name, text))
     return cases
 
 
@@ -133,8 +133,18 @@ def test_flag_and_env_var_give_the_same_verdict(command, name, text, monkeypatch
         assert "\n" not in through_env[1]
 
 
+def test_every_option_of_every_command_is_defined_once_in_the_settings_table() -> None:
+    """No command defines an option of its own (simulate had eight): each comes from the
+    table, with its one parser, and --help lists nothing else."""
+    for name, command in cli.commands.items():  # type: ignore[attr-defined]
+        options = [p for p in command.params if isinstance(p, click.Option)]
+        assert [p.name for p in options] == [s.name for s in COMMANDS[name]], name
+        assert all(BY_NAME[p.name].kind is p.kind for p in options), name  # type: ignore[attr-defined]
+
+
 def test_every_setting_of_every_command_is_in_the_parity_table() -> None:
-    used = {name for names in COMMANDS.values() for name in names}
+    """simulate's own options have no environment variable: nothing to compare them with."""
+    used = {setting.name for settings in COMMANDS.values() for setting in settings if setting.env}
     assert used <= set(TEXTS), used - set(TEXTS)
 
 
@@ -337,7 +347,7 @@ def test_every_command_takes_every_setting_s_variable_and_refuses_an_unknown_one
 ) -> None:
     """The chart feeds one ConfigMap of settings to every command; `NODE_HOLDER_DRYRUN=true`
     ran for real before."""
-    assert set(VALID) >= {s.env for s in SETTINGS} - {"KUBECONFIG", "NODE_HOLDER_CONTEXT"}
+    assert set(VALID) >= set(BY_ENV) - {"KUBECONFIG", "NODE_HOLDER_CONTEXT"}
     young(api, "new")
     timeline = tmp_path / "timeline.yaml"
     timeline.write_text("nodes: [{name: a, created: 2026-11-22T12:00:00Z}]\n")

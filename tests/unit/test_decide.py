@@ -58,7 +58,6 @@ def test_foreign_hold_annotation_is_never_touched(value: str) -> None:
     assert all(p.node != "n" for p in released.patches)
     expected = KeyState.FOREIGN if value == "true" else KeyState.EXEMPT
     assert dict(held.decisions[0].keys)[KEY] is expected
-    assert held.decisions[0].state == ("held by others" if value == "true" else "exempt")
 
 
 def test_value_changed_by_someone_is_disowned_not_removed() -> None:
@@ -233,13 +232,18 @@ def test_empty_cluster_is_released_with_no_patches() -> None:
     assert not plan.held and plan.patches == () and plan.windows[0].youngest is None
 
 
-def test_transitions_name_the_youngest_node() -> None:
+def test_transitions_name_the_youngest_node_and_count_the_changed_ones() -> None:
     nodes = [node("a"), node("young", minutes(5))]
-    (started,) = decide(nodes, T0, HOLD).transitions
+    start = decide(nodes, T0, HOLD)
+    (started,) = start.transitions
     assert (started.reason, started.node, started.node_uid) == ("HoldStarted", "young", "uid-young")
-    held = apply_plan(nodes, decide(nodes, T0, HOLD).patches)
+    assert (started.window, started.nodes) == (start.windows[0], 2)
+    held = apply_plan(nodes, start.patches)
     grown = [*held, node("newer", minutes(1))]
-    assert [t.reason for t in decide(grown, T0, HOLD).transitions] == ["HoldExtended"]
-    (ended,) = decide(held, T0 + minutes(20), HOLD).transitions
-    assert ended.reason == "HoldEnded" and "young" in ended.message
+    (extended,) = decide(grown, T0, HOLD).transitions
+    assert (extended.reason, extended.node, extended.nodes) == ("HoldExtended", "newer", 1)
+    end = decide(held, T0 + minutes(20), HOLD)
+    (ended,) = end.transitions
+    assert (ended.reason, ended.node, ended.nodes) == ("HoldEnded", "young", 2)
+    assert ended.window == end.windows[0] and not ended.window.held
     assert decide(held, T0, HOLD).transitions == ()

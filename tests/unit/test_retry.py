@@ -1,4 +1,4 @@
-"""Retry policy, deadline and rate limiter, with a fake clock: no sleeping, no timing."""
+"""Retry policy, deadline, rate limiter and its back-off, on a fake clock: no sleeps, no timing."""
 
 from __future__ import annotations
 
@@ -7,14 +7,18 @@ import threading
 
 import pytest
 
-from reconcile.cluster.client import ApiError, TransportError, error_for_status
-from reconcile.cluster.retry import (
+from reconcile.cluster.errors import ApiError, TransportError, error_for_status
+from reconcile.cluster.pool import (
+    MIN_QPS,
+    RECOVERY,
+    SAMPLES,
+    SLOW,
     Backoff,
     Deadline,
     DeadlineExceeded,
     Interrupted,
+    Pool,
     RateLimiter,
-    retrying,
 )
 
 
@@ -59,6 +63,12 @@ def make(clock: FakeClock, seconds: float = 45) -> tuple[Deadline, FakeStop]:
     return Deadline(seconds, clock=clock), FakeStop(clock)
 
 
+def pool(deadline: Deadline, stop: FakeStop, backoff: Backoff, request_timeout: float) -> Pool:
+    """A pool on the fake clock, no rate limit: its retries wait on `stop`, which advances
+    the clock."""
+    return Pool(1, RateLimiter(0, 1), backoff, deadline, stop, request_timeout)
+
+
 def test_transient_errors_are_retried_until_success() -> None:
     clock = FakeClock()
     deadline, stop = make(clock)
@@ -75,14 +85,7 @@ def test_transient_errors_are_retried_until_success() -> None:
             raise errors.pop(0)
         return "ok"
 
-    result = retrying(
-        call,
-        what="t",
-        backoff=Backoff(rng=random.Random(0)),
-        deadline=deadline,
-        stop=stop,
-        request_timeout=10,
-    )
+    result = pool(deadline, stop, Backoff(rng=random.Random(0)), 10).retry(call, "t")
     assert result == "ok"
     assert stop.waits[0] == 2  # Retry-After honoured exactly
     assert len(timeouts) == 4
@@ -99,9 +102,7 @@ def test_other_errors_are_raised_at_once(status: int) -> None:
         raise error_for_status(status, "X", "no")
 
     with pytest.raises(ApiError):
-        retrying(
-            call, what="t", backoff=Backoff(), deadline=deadline, stop=stop, request_timeout=10
-        )
+        pool(deadline, stop, Backoff(), 10).retry(call, "t")
     assert len(calls) == 1
 
 
@@ -115,14 +116,7 @@ def test_attempts_are_bounded() -> None:
         raise TransportError("refused")
 
     with pytest.raises(TransportError):
-        retrying(
-            call,
-            what="t",
-            backoff=Backoff(attempts=4),
-            deadline=deadline,
-            stop=stop,
-            request_timeout=1,
-        )
+        pool(deadline, stop, Backoff(attempts=4), 1).retry(call, "t")
     assert len(calls) == 4
 
 
@@ -137,14 +131,7 @@ def test_no_wait_outlives_the_deadline_and_timeouts_shrink_to_fit() -> None:
         raise TransportError("timed out")
 
     with pytest.raises((TransportError, DeadlineExceeded)):
-        retrying(
-            call,
-            what="t",
-            backoff=Backoff(rng=random.Random(3)),
-            deadline=deadline,
-            stop=stop,
-            request_timeout=2,
-        )
+        pool(deadline, stop, Backoff(rng=random.Random(3)), 2).retry(call, "t")
     assert clock.now <= 3 + 1e-9
     assert timeouts[0] == 2 and all(t <= 3 for t in timeouts)
 
@@ -154,14 +141,7 @@ def test_a_stop_request_ends_retrying() -> None:
     deadline, stop = make(clock)
     stop.set()
     with pytest.raises(Interrupted):
-        retrying(
-            lambda t: None,
-            what="t",
-            backoff=Backoff(),
-            deadline=deadline,
-            stop=stop,
-            request_timeout=1,
-        )
+        pool(deadline, stop, Backoff(), 1).retry(lambda t: None, "t")
 
 
 def test_rate_limiter_allows_a_burst_then_the_rate() -> None:
@@ -186,3 +166,92 @@ def test_rate_limiter_off_and_deadline() -> None:
     slow.acquire(deadline, stop)
     with pytest.raises(DeadlineExceeded):
         slow.acquire(deadline, stop)
+
+
+def test_writes_wait_for_the_rate_limit_and_reads_do_not() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock, 1000)
+    limited = Pool(1, RateLimiter(qps=10, burst=1, clock=clock), Backoff(), deadline, stop, 1)
+    for _ in range(5):
+        limited.retry(lambda t: None, "read")
+    assert clock.now == 0
+    for _ in range(5):
+        limited.retry(lambda t: None, "write", write=True)
+    assert clock.now == pytest.approx(0.4, rel=0.01)  # the first from the burst, 4 at 10/s
+
+
+# --- the write rate: auto, and backing off (issue 24) ----------------------------------
+
+
+def test_the_auto_rate_is_200_or_one_write_a_second_per_300_nodes_and_qps_overrides_it() -> None:
+    for nodes, rate in [(0, 200), (5_000, 200), (60_000, 200), (100_000, 100_000 / 300)]:
+        auto = RateLimiter(None, burst=8)
+        auto.fit(nodes)
+        assert auto.ceiling == auto.qps == pytest.approx(rate)
+    given = RateLimiter(50, burst=8)
+    given.fit(100_000)
+    assert given.ceiling == given.qps == 50
+
+
+def test_a_429_halves_the_rate_once_a_second_and_quick_answers_win_it_back_slowly() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock, 1000)
+    limiter = RateLimiter(200, burst=8, clock=clock)
+    tries = iter([error_for_status(429, "TooManyRequests", "slow down", retry_after=0), None])
+
+    def answer(timeout: float) -> None:
+        clock.now += 0.01
+        if (error := next(tries)) is not None:
+            raise error
+
+    Pool(8, limiter, Backoff(), deadline, stop, 10).retry(answer, "patch", write=True)
+    halved = 100 + 200 * RECOVERY * 0.01  # the quick retry 0.01 s later gives a little back
+    assert limiter.qps == pytest.approx(halved)
+    limiter.observe(0.01, throttled=True)  # eight workers hit by the same overload: once a second
+    assert limiter.qps == pytest.approx(halved)
+    clock.now += 1
+    limiter.observe(0.01, throttled=True)
+    assert limiter.qps == pytest.approx(halved / 2)
+    for _ in range(5):  # 5 s of quick answers give back 5/30 of the ceiling
+        clock.now += 1
+        limiter.observe(0.01)
+    assert limiter.qps == pytest.approx(halved / 2 + 200 * RECOVERY * 5)
+    clock.now += 60
+    limiter.observe(0.01)
+    assert limiter.qps == 200  # never above the ceiling
+
+    def overloaded(timeout: float) -> None:
+        clock.now += timeout
+        raise error_for_status(429, "TooManyRequests", "slow down", retry_after=0)
+
+    with pytest.raises(ApiError):
+        Pool(8, limiter, Backoff(attempts=1), deadline, stop, 10).retry(overloaded, "list")
+    assert limiter.qps == 200  # only writes steer the rate
+
+
+def test_a_slow_p95_of_the_last_20_writes_halves_the_rate_one_outlier_does_not() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(200, burst=8, clock=clock)
+    for seconds in [0.05] * (SAMPLES - 1) + [5.0]:
+        clock.now += 0.1
+        limiter.observe(seconds)
+    assert limiter.qps == 200  # one slow answer in 20 is not the p95
+    limiter.observe(1.5)
+    assert limiter.qps == 100  # two in 20 are
+    for _ in range(SAMPLES * 10):  # a server that stays slow: halved at every 20 samples
+        clock.now += 0.1
+        limiter.observe(SLOW + 0.5)
+    assert limiter.qps == pytest.approx(MIN_QPS)  # down to the floor, never to a stop
+
+
+def test_a_patch_that_ends_a_hold_costs_two_tokens_so_holds_end_at_half_the_rate() -> None:
+    clock = FakeClock()
+    deadline, stop = make(clock, 1000)
+    for burst in (1, 8):
+        limiter = RateLimiter(10, burst=burst, clock=clock)
+        for _ in range(burst):
+            limiter.acquire(deadline, stop)  # spend the burst
+        start = clock.now
+        for _ in range(20):
+            limiter.acquire(deadline, stop, cost=2)
+        assert clock.now - start == pytest.approx(4.0, abs=0.2)  # 20 at 5/s, not 2 s at 10/s

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconcile.rule.selectors import SelectorError, parse_selector
+from reconcile.rule.selectors import Requirement, SelectorError, parse_selector
 
 LABELS = {"karpenter.sh/nodepool": "batch", "zone": "a", "size": "10"}
 
@@ -62,7 +62,13 @@ def test_invalid_selectors_are_refused(selector: str) -> None:
         parse_selector(selector)
 
 
-def test_keys_and_text_round_trip() -> None:
-    sel = parse_selector("zone in (b,a), !x, size>3, team!=ops")
+def test_requirements_keys_and_text() -> None:
+    sel = parse_selector(" zone in (b,a), !x, size>3, team!=ops ")
+    assert sel.requirements == (
+        Requirement("zone", "in", ("a", "b")),
+        Requirement("x", "!exists"),
+        Requirement("size", "gt", ("3",)),
+        Requirement("team", "!=", ("ops",)),
+    )
     assert sel.keys == {"zone", "x", "size", "team"}
-    assert parse_selector(str(sel)) == sel
+    assert sel.text == "zone in (b,a), !x, size>3, team!=ops"  # as given, for messages

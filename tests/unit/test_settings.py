@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import click
 import pytest
@@ -20,6 +20,7 @@ from reconcile.rule.settings import (
     DurationRange,
     Invalid,
     format_duration,
+    format_time,
     parse_duration,
 )
 
@@ -32,7 +33,7 @@ def convert(name: str, text: str):
     def command(**_: object) -> None: ...
 
     (param,) = command.params
-    return param.setting_type.convert(text, param, None)
+    return param.kind.convert(text, param, None)
 
 
 @pytest.mark.parametrize(
@@ -81,9 +82,17 @@ def test_format_duration_reads_well() -> None:
     assert format_duration(timedelta(minutes=-3)) == "-3m"
 
 
+def test_times_are_written_one_way_rfc3339_in_utc() -> None:
+    """Stamps, Events and reports to the second; log lines to the millisecond."""
+    moment = datetime(2026, 11, 22, 21, 41, 22, 123456, tzinfo=timezone(timedelta(hours=1)))
+    assert format_time(moment) == "2026-11-22T20:41:22Z"
+    assert format_time(moment, fraction=True) == "2026-11-22T20:41:22.123Z"
+    assert format_time(moment.replace(microsecond=0), fraction=True) == "2026-11-22T20:41:22.000Z"
+
+
 def test_annotation_keys_split_commas_keep_order_and_drop_repeats() -> None:
     keys = convert(
-        "annotations",
+        "annotation",
         "karpenter.sh/do-not-disrupt, cluster-autoscaler.kubernetes.io/scale-down-disabled,"
         "karpenter.sh/do-not-disrupt",
     )
@@ -109,7 +118,7 @@ def test_annotation_keys_split_commas_keep_order_and_drop_repeats() -> None:
 )
 def test_bad_annotation_keys_are_refused(key: str) -> None:
     with pytest.raises(ConfigError) as info:
-        convert("annotations", key)
+        convert("annotation", key)
     assert str(info.value).startswith("--annotation (HOLD_ANNOTATION): ")
 
 

@@ -19,8 +19,9 @@
    "low": 1
   },
   "NODE_HOLDER_QPS": {
+   "auto": true,
    "env": "NODE_HOLDER_QPS",
-   "fix": "use a number from 0 to 10000",
+   "fix": "use auto or a number from 0 to 10000",
    "high": 10000,
    "kind": "number",
    "low": 0

@@ -1,0 +1,171 @@
+"""What can go wrong talking to the API server, classified once, and redaction for every line.
+
+Every error status a caller acts on has its own type (`except Conflict`), made from the status
+by `api_error`; faults of the way there (refused, reset, timed out, an unreadable 2xx) are a
+`TransportError`. Each error carries the `Action` it interrupted, so that its line says what
+was tried and, for a 403, which shipped Role grants it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, NamedTuple
+
+
+class Action(NamedTuple):
+    """What a request does, in words for error lines (`patch node "x"`), and who grants it."""
+
+    verb: str = ""
+    what: str = ""
+    grant: str = ""
+
+
+#: How an error reads for people, by status; verb, what and grant come from its Action.
+_EXPLAINED = {
+    401: "401 Unauthorized while trying to {verb} {what}: the API server did not accept our "
+    "credentials; check the kubeconfig user or the service account token",
+    403: "403 Forbidden: {message}; grant {grant} (it needs '{verb}' on {what})",
+}
+
+
+class ApiError(Exception):
+    """The API server answered with an error status; subclasses name the ones callers act on."""
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        action: Action | None = None,
+    ) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+        self.action = action or Action()
+
+    def explain(self) -> str:
+        """One line for people: what was tried, and for a 401 or 403 what to fix or grant."""
+        form = _EXPLAINED.get(
+            self.status, "{status} {reason} while trying to {verb} {what}: {message}"
+        )
+        return form.format(**vars(self), **self.action._asdict())
+
+
+class Unauthorized(ApiError):
+    """401: the server did not accept our credentials."""
+
+
+class Forbidden(ApiError):
+    """403: our identity may not do this."""
+
+
+class NotFound(ApiError):
+    """404: the object is gone."""
+
+
+class Conflict(ApiError):
+    """409: the object changed since it was read (resourceVersion precondition failed)."""
+
+
+class Gone(ApiError):
+    """410: a list's continue token expired."""
+
+
+class TooManyRequests(ApiError):
+    """429: throttled; retry after the server's Retry-After."""
+
+
+class ServerError(ApiError):
+    """5xx: a server-side hiccup; retry."""
+
+
+_ERRORS: dict[int, type[ApiError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    429: TooManyRequests,
+}
+
+#: The Status reason kube-apiserver gives, for an answer whose body names none.
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def error_for_status(status: int, reason: str, message: str, **kw: Any) -> ApiError:
+    """The one place a status becomes an error type."""
+    kind = _ERRORS.get(status) or (ServerError if status >= 500 else ApiError)
+    return kind(status, reason, message, **kw)
+
+
+def api_error(status: int, body: bytes, retry_after: float | None, action: Action) -> ApiError:
+    """The error an answer with an error status stands for, read from its Status body."""
+    reason, message = "", ""
+    try:
+        found = json.loads(body)
+        if isinstance(found, dict):
+            reason = str(found.get("reason") or "")
+            message = str(found.get("message") or "")
+    except ValueError:
+        message = body[:200].decode("utf-8", "replace").strip()
+    return error_for_status(
+        status,
+        reason or _REASONS.get(status, "Error"),
+        (message or "(no message)")[:1000],  # a line in our report, however long the answer
+        retry_after=retry_after,
+        action=action,
+    )
+
+
+class TransportError(Exception):
+    """No usable HTTP answer: refused, reset, timed out, TLS failure. Always worth a retry."""
+
+
+class UnreadableAnswer(TransportError):
+    """A 2xx whose body is not what was asked for: not JSON, cut short, not a list page.
+
+    Proxies between us and the API server produce these (an HTML page, a truncated gzip
+    body, `{}`); they are faults of the way there, retried like a reset connection.
+    """
+
+
+class Unconfirmed(Exception):
+    """A write was sent but its answer could not be read: it may or may not have landed.
+
+    Never retried blindly: the caller reads the object again and decides again, as after
+    a Conflict.
+    """
+
+
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@\s]*@")
+_SECRET_QUERY = re.compile(
+    r"(?i)(?P<key>[?&;](?:access_token|id_token|token|password|passwd|pwd|secret|api_?key|key"
+    r"|auth|authorization|sig|signature|x-amz-[a-z-]+|credential)=)[^&#;\s'\"]*"
+)
+
+
+def redact(text: str) -> str:
+    """`text` with URL credentials hidden: userinfo, and token-like query values.
+
+    Applied to every URL and transport message the tool prints or logs, so that a
+    kubeconfig's `https://admin:secret@host` never reaches a log pipeline.
+    """
+    text = _USERINFO.sub(r"\g<scheme>REDACTED@", text)
+    return _SECRET_QUERY.sub(r"\g<key>REDACTED", text)

@@ -1,0 +1,229 @@
+"""The one request path: how hard a command may push, and how it stays polite and bounded.
+
+Every request of every command (the list, a named node's read, patches, Events, the
+uninstall hook's hand-over) goes through `Pool.retry`: within the deadline, not after a stop,
+writes under the rate limit (which backs off on 429 and slow answers), transient failures
+retried with capped jittered backoff and Retry-After honoured. The workers that apply a plan
+take their number from here too.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from reconcile.cluster.errors import ApiError, ServerError, TooManyRequests, TransportError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Interrupted(Exception):
+    """SIGTERM (or SIGINT) arrived: start nothing new."""
+
+
+class DeadlineExceeded(Exception):
+    """The run's --timeout is used up."""
+
+
+def explain(exc: Exception) -> str:
+    """One line for people on why a request did not succeed."""
+    if isinstance(exc, ApiError):
+        return exc.explain()
+    if isinstance(exc, Interrupted):
+        return "stopped by signal"
+    if isinstance(exc, DeadlineExceeded):
+        return "run timeout reached"
+    return str(exc) or type(exc).__name__
+
+
+class Deadline:
+    """The per-run time budget; every wait and every request timeout is cut to fit it."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._end = clock() + seconds
+
+    def remaining(self) -> float:
+        return max(self._end - self._clock(), 0.0)
+
+    @property
+    def expired(self) -> bool:
+        return self.remaining() <= 0.0
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff with full jitter; Retry-After wins when the server sends it."""
+
+    base: float = 0.25
+    cap: float = 5.0
+    attempts: int = 6  # tries per request, the first included
+    retry_after_cap: float = 30.0
+    rng: random.Random = field(default_factory=random.Random, compare=False)
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.retry_after_cap)
+        return self.rng.uniform(0, min(self.cap, self.base * 2**attempt))
+
+
+#: The default write rate (`--qps auto`): max(200, nodes / 300) a second, about what the
+#: kubelets' own Node status updates (one per node every 5 minutes) already cost the control plane.
+AUTO_QPS, AUTO_NODES_PER_QPS = 200.0, 300
+#: Back-off: a 429, or a p95 of the last SAMPLES write latencies above SLOW seconds, halves the
+#: rate (at most once a second, never below MIN_QPS); each write answered within SLOW seconds
+#: gives back RECOVERY of the ceiling per second since the last change (half to full: 15 s).
+SAMPLES, SLOW, RECOVERY, MIN_QPS = 20, 1.0, 1 / 30, 1.0
+
+
+class RateLimiter:
+    """A token bucket shared by the workers: at most `qps` writes a second on average.
+
+    `qps` backs off under pressure (multiplicative decrease, additive increase) and never
+    exceeds `ceiling`: the --qps given, or by default the auto rate once `fit` knows the
+    cluster's size. A rate of 0 is no limit, and nothing to adapt.
+    """
+
+    def __init__(
+        self, qps: float | None, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.auto = qps is None
+        self.ceiling = self.qps = AUTO_QPS if qps is None else qps
+        self.burst = max(burst, 1)
+        self.clock = clock
+        self._tokens = float(self.burst)
+        self._stamp = self._changed = clock()
+        self._cut = -math.inf
+        self._latencies: deque[float] = deque(maxlen=SAMPLES)
+        self._lock = threading.Lock()
+
+    def fit(self, nodes: int) -> None:
+        """The auto rate for a cluster of `nodes`; a --qps given stays as it is."""
+        if self.auto:
+            with self._lock:
+                self.ceiling = self.qps = max(AUTO_QPS, nodes / AUTO_NODES_PER_QPS)
+
+    def _refill(self, now: float) -> None:
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+        self._stamp = now
+
+    def acquire(self, deadline: Deadline, stop: threading.Event, cost: float = 1.0) -> None:
+        """Wait for `cost` tokens; beyond the burst, the tokens go into debt for the next."""
+        if self.qps <= 0:
+            return
+        needed = min(cost, self.burst)
+        while True:
+            with self._lock:
+                self._refill(self.clock())
+                if self._tokens >= needed - 1e-9:  # float dust must not mean another wait
+                    self._tokens -= cost
+                    return
+                wait = (needed - self._tokens) / self.qps
+            if wait >= deadline.remaining():
+                raise DeadlineExceeded("rate limit")
+            if stop.wait(wait):
+                raise Interrupted("rate limit")
+
+    def observe(self, seconds: float, throttled: bool = False) -> None:
+        """One write's answer: a 429 (`throttled`) or a slow p95 halves the rate, a quick
+        answer gives some of it back."""
+        if self.ceiling <= 0:
+            return
+        with self._lock:
+            now = self.clock()
+            self._refill(now)  # the tokens so far at the rate so far
+            self._latencies.append(seconds)
+            full = len(self._latencies) == SAMPLES
+            p95 = sorted(self._latencies)[math.ceil(0.95 * SAMPLES) - 1] if full else 0.0
+            if (throttled or p95 > SLOW) and now - self._cut >= 1.0:
+                self.qps = max(self.qps / 2, min(MIN_QPS, self.ceiling))
+                self._cut = self._changed = now
+                self._latencies.clear()
+                why = "429 Too Many Requests" if throttled else f"p95 write latency {p95:.2g}s"
+                log.info("node writes slowed to %.3g/s (%s)", self.qps, why)
+            elif not throttled and p95 <= SLOW and seconds <= SLOW:
+                grown = self.qps + self.ceiling * RECOVERY * (now - self._changed)
+                self.qps, self._changed = min(self.ceiling, grown), now
+
+
+@dataclass(frozen=True)
+class Pool:
+    """How hard a command may push: workers, the write rate, retries, time, and its stop flag."""
+
+    workers: int
+    limiter: RateLimiter
+    backoff: Backoff
+    deadline: Deadline
+    stop: threading.Event
+    request_timeout: float
+
+    @classmethod
+    def start(
+        cls,
+        seconds: float,
+        request_timeout: float,
+        *,
+        workers: int = 1,
+        qps: float | None = 0.0,
+        stop: threading.Event | None = None,
+        backoff: Backoff | None = None,
+    ) -> Pool:
+        """A pool whose deadline starts now; `qps` 0 leaves writes unlimited, None: auto."""
+        return cls(
+            workers=workers,
+            limiter=RateLimiter(qps, burst=workers),
+            backoff=backoff or Backoff(),
+            deadline=Deadline(seconds),
+            stop=stop or threading.Event(),
+            request_timeout=request_timeout,
+        )
+
+    def retry(
+        self, call: Callable[[float], T], what: str, *, write: bool = False, cost: float = 1.0
+    ) -> T:
+        """Run `call(timeout)` until it succeeds, a non-transient error, or the budget ends.
+
+        A `write` waits for `cost` tokens of the rate limit before each try, and its answer
+        (how long it took, a 429) steers the rate. Transient: 429 (after its Retry-After),
+        5xx, and transport errors (reset, refused, timed out). Anything else (400, 401, 403,
+        404, 409, 410, 422) is the caller's to handle and is raised at once.
+        """
+        attempt = 0
+        while True:
+            if self.stop.is_set():
+                raise Interrupted(what)
+            if write:
+                self.limiter.acquire(self.deadline, self.stop, cost)
+            remaining = self.deadline.remaining()
+            if remaining <= 0:
+                raise DeadlineExceeded(what)
+            started, throttled = self.limiter.clock(), False
+            try:
+                return call(min(self.request_timeout, remaining))
+            except (TooManyRequests, ServerError) as exc:
+                error: Exception = exc
+                retry_after, throttled = exc.retry_after, isinstance(exc, TooManyRequests)
+            except TransportError as exc:
+                error, retry_after = exc, None
+            finally:
+                if write:
+                    self.limiter.observe(self.limiter.clock() - started, throttled)
+            attempt += 1
+            if attempt >= self.backoff.attempts:
+                raise error
+            pause = self.backoff.delay(attempt - 1, retry_after)
+            if pause >= self.deadline.remaining():
+                raise error
+            # INFO, not WARNING: a retry that works is not news, and one that fails ends in the
+            # run's single error line; `-v` shows every attempt.
+            log.info("%s: %s; retry %d in %.2fs", what, error, attempt, pause)
+            if self.stop.wait(pause):
+                raise Interrupted(what)
