@@ -313,9 +313,11 @@ class _Win:
     """One hold window: its nodes, by class, and its last decision."""
 
     classes: dict[tuple, _Class] = field(default_factory=dict)
-    #: The nodes its hold depends on (`_Replay._chain`; None: to be found among all of them),
-    #: right while none of them and no older trigger node has left.
+    #: The nodes its hold depends on (`_Replay._chain`), from the start of its last stretch;
+    #: right while none of them, and no older trigger node, has left. None: to be found
+    #: among its nodes created from `floor` on (a stretch starts there), or among all.
     chain: list[str] | None = None
+    floor: datetime | None = None
     pending: set[str] = field(default_factory=set)  # arrived since it was last decided
     last: rules.HoldWindow | None = None
 
@@ -429,10 +431,9 @@ class _Replay:
         cls = self.where.pop(node.name)
         name = rules.window_name(cls.view(node.name), self.hold)
         win = self.wins[name]
-        chain, created = win.chain, cls.members.pop(node.name)
-        depends = chain and (node.name in chain or created < self._born(chain[0]))
-        if depends and self.ends.get(node.name):  # one of its chain, or an older trigger node
-            win.chain = None  # to be found again
+        created = cls.members.pop(node.name)
+        if self.ends.get(node.name):  # a trigger node left: its window's hold may move
+            self._forget(win, node.name, created)
         if cls.top and cls.top[1] == node.name:
             cls.top = None
         if not cls.members:
@@ -452,6 +453,19 @@ class _Replay:
             if name in self.open:
                 self._close(name, tick)
         return name
+
+    def _forget(self, win: _Win, name: str, created: datetime) -> None:
+        """A trigger node left. One older than the start of the last stretch can move every
+        stretch: all nodes are looked at again. One of the chain moves the last stretch only,
+        which still starts at or after that start: the nodes from there are looked at again."""
+        if win.chain:
+            start = created if name == win.chain[0] else self._born(win.chain[0])
+            if created < start:
+                win.chain, win.floor = None, None
+            elif name in win.chain:
+                win.chain, win.floor = None, start
+        elif win.chain is None and win.floor is not None and created < win.floor:
+            win.floor = None
 
     # --- deciding ------------------------------------------------------------------------
 
@@ -495,11 +509,16 @@ class _Replay:
         if self.options.exact:
             return [c.view(c.youngest()) for c in win.classes.values()]
         if sum(len(c.members) for c in win.classes.values()) <= FEW:
-            win.chain = None  # a chain would hardly be shorter: decide() sees them all
+            win.chain = win.floor = None  # a chain would hardly be shorter: it sees them all
             return self._pick(win, win.nodes())
-        base = win.nodes() if win.chain is None else {*win.chain, *win.pending}
+        if win.chain is None:
+            floor = win.floor
+            base = [n for n in win.nodes() if floor is None or self._born(n) >= floor]
+        else:
+            base = [*win.chain, *win.pending]
         win.pending = set()
-        triggers = sorted((n for n in base if self._end(n)), key=lambda n: (self._born(n), n))
+        self._probe([n for n in base if n not in self.ends], now)
+        triggers = sorted((n for n in base if self.ends[n]), key=lambda n: (self._born(n), n))
         win.chain = []
         if not triggers:  # no node starts a hold: which of them decide() sees changes nothing
             return self._pick(win, [])
@@ -529,30 +548,33 @@ class _Replay:
     def _light(self, names: Sequence[str], now: datetime) -> rules.HoldWindow:
         """decide's window of these nodes of one window, from their creation times."""
         views = [self.where[n].view(n, light=True) for n in names]
-        (window,) = rules.hold_windows(views, now, self.hold).values()
+        (window,) = rules.decide(views, now, self.hold).windows
         return window
 
-    def _end(self, name: str) -> datetime | None:
-        """When a hold that this node alone starts ends, as decide() says (None: the node
-        starts no hold): its own hold duration, whatever the rule reads it from."""
-        if name not in self.ends:
-            self.ends[name] = self._light([name], self._born(name)).hold_until
-        return self.ends[name]
+    def _probe(self, names: Sequence[str], now: datetime) -> None:
+        """When a hold that each of these nodes alone starts would end, as decide() says
+        (None: the node starts no hold): its own hold, whatever the rule reads it from.
+        Asked in node scope, where each node is a window of its own: one call for all."""
+        alone = replace(self.hold, scope=Scope.NODE)
+        views = [self.where[n].view(n, light=True) for n in names]
+        named = {rules.window_name(v, alone): v.name for v in views}
+        for window in rules.decide(views, now, alone).windows if views else ():
+            self.ends[named[window.name]] = window.hold_until
 
     def _chain(self, triggers: Sequence[str], whole: rules.HoldWindow) -> list[str]:
         """The start of the last stretch, then, while the hold goes on, the node that carries
         it furthest, then the youngest node. Any of the other nodes may go away without
         changing the hold these give: they arrived while it held and end before it does."""
         start = next(n for n in triggers if self._born(n) == whole.stretch_start)
-        chain, reach, best = [start], self._end(start), None
+        chain, reach, best = [start], self.ends[start], None
         for name in triggers[triggers.index(start) + 1 :]:
-            created, end = self._born(name), self._end(name)
+            created, end = self._born(name), self.ends[name]
             if created >= reach and best is not None:  # type: ignore[operator]
                 chain.append(best)
-                reach, best = self._end(best), None
+                reach, best = self.ends[best], None
             if created >= reach:  # type: ignore[operator]
                 break  # the stretch ended (or was capped): later nodes start nothing it holds
-            if end > reach and (best is None or end > self._end(best)):  # type: ignore[operator]
+            if end > reach and (best is None or end > self.ends[best]):  # type: ignore[operator]
                 best = name
         return [*chain, *([best] if best else []), whole.youngest]  # type: ignore[list-item]
 
