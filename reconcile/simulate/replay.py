@@ -299,8 +299,8 @@ class _Class:
         return self.top[1]
 
     def view(self, name: str, light: bool = False) -> rules.NodeView:
-        """`light`: without the stamps, for asking decide's hold_windows() about creation
-        times only (parsing the stamps is most of a window's cost)."""
+        """`light`: without the stamps (`STAMPS`), for asking decide() about creation times
+        only (parsing the stamps is most of a window's cost)."""
         annotations = self.annotations
         if light and not STAMPS.isdisjoint(annotations):
             annotations = {k: v for k, v in annotations.items() if k not in STAMPS}
@@ -504,8 +504,8 @@ class _Replay:
         """What decide() is given for a window: in the exact replay, every node. Otherwise
         one node of each class and the nodes its hold depends on (`_chain`), found among
         those of the last decision and the new arrivals while that is enough (see _Win),
-        else among all. That these give the same hold as all the nodes is checked with
-        decide's own hold_windows(); where not, decide() sees them all."""
+        else among all. That these give decide() the window that the nodes the chain was
+        found among give is checked each time; where not, decide() sees all the nodes."""
         if self.options.exact:
             return [c.view(c.youngest()) for c in win.classes.values()]
         if sum(len(c.members) for c in win.classes.values()) <= FEW:

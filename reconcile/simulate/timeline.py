@@ -23,14 +23,14 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from reconcile.rule.names import label_value_problem, qualified_name_problem
-from reconcile.rule.settings import ConfigError
+from reconcile.rule.names import DNS_SUBDOMAIN, label_value_problem, qualified_name_problem
+from reconcile.rule.settings import ConfigError, format_time
 
 CSV_COLUMNS = ("name", "created", "deleted", "labels")
 ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")
@@ -38,7 +38,6 @@ TOP_KEYS = ("nodes", "start", "end", "description")
 REGISTERED = frozenset({"RegisteredNode"})  # node lifecycle controller: "Registered Node x"
 REMOVED = frozenset({"RemovingNode", "DeletingNode"})  # "Removing Node x from Controller"
 TIME_EXAMPLE = "2024-05-14T08:30:00Z"
-_NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _EARLIEST, _LATEST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
 
 Where = tuple[str | int, ...]  # where a value sits: ("nodes", 3, "created"), or (CSV line, key)
@@ -91,24 +90,20 @@ class _Problem(Exception):
 
 
 def iso(moment: datetime) -> str:
-    """RFC 3339 UTC, with a fraction of a second only when there is one."""
-    fraction = f".{moment.microsecond:06d}".rstrip("0") if moment.microsecond else ""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
+    """RFC 3339 UTC, to the millisecond where a file's time has a fraction."""
+    return format_time(moment, fraction=bool(moment.microsecond))
 
 
 def parse_time(raw: Any) -> datetime:
-    """An RFC 3339 time with a zone (Z or an offset), as UTC; ValueError says why not."""
-    if isinstance(raw, date) and not isinstance(raw, datetime):
-        raise ValueError("is a date without a time of day")
-    moment = raw
-    if not isinstance(raw, datetime):
-        text = raw.strip() if isinstance(raw, str) else ""
-        try:
-            if not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}", text):
-                raise ValueError(text)
-            moment = datetime.fromisoformat(text.replace("z", "Z"))
-        except ValueError:
-            raise ValueError("is not an RFC 3339 time") from None
+    """An RFC 3339 time with a zone (Z or an offset), as UTC; ValueError says why not.
+    (The YAML loader keeps times as text, so every time comes here as text.)"""
+    text = raw.strip() if isinstance(raw, str) else ""
+    try:
+        if not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}", text):
+            raise ValueError(text)
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise ValueError("is not an RFC 3339 time") from None
     if moment.tzinfo is None:
         raise ValueError("has no time zone (add Z for UTC)")
     return moment.astimezone(UTC)
@@ -346,7 +341,7 @@ def _name(raw: Any, where: Where) -> str:
         raise _Problem(where, "node entry has no name; add `name: <node name>`")
     if not isinstance(raw, str):
         raise _Problem(where, f"name {raw!r} is not text; quote it")
-    if len(raw) > 253 or not _NODE_NAME_RE.match(raw):
+    if len(raw) > 253 or not re.fullmatch(DNS_SUBDOMAIN, raw):
         raise _Problem(
             where,
             f"{raw!r} is not a valid node name; use lowercase letters, digits, '-' and '.' "
