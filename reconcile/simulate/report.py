@@ -290,13 +290,8 @@ def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
 def _sparklines(sim: Simulation) -> list[str]:
     window, present = sim.window, sim.primary.present_nodes
     per = max(1, math.ceil(window.runs / WIDTH))  # runs one character stands for
-
-    def chunks(values: list[int]) -> list[list[int]]:
-        return [values[i : i + per] for i in range(0, len(values), per)]
-
-    peak = max(present, default=0)
+    levels, peak = level_line(present, per)
     width = max(len(label) for label in ["nodes", *[r.label for r in sim.results]]) + 2
-    levels = "".join(_block(sum(c) / len(c) / (peak or 1)) for c in chunks(present))
     lines = [
         f"Over time: one character = {format_duration(window.interval * per)} "
         f"(UTC); nodes: how many exist (top = {peak})",
@@ -304,10 +299,20 @@ def _sparklines(sim: Simulation) -> list[str]:
         f"  {'nodes':<{width}}|{levels}|",
     ]
     for result in sim.results:
-        pairs = zip(chunks(result.held_nodes), chunks(present), strict=True)
+        pairs = zip(_chunks(result.held_nodes, per), _chunks(present, per), strict=True)
         line = "".join(_block(sum(h) / sum(p) if sum(p) else 0.0) for h, p in pairs)
         lines.append(f"  {result.label:<{width}}|{line}|")
     return [*lines, f"  {'':<{width}} {_axis(window.start, window.interval, window.runs, per)}"]
+
+
+def level_line(values: list[int], per: int) -> tuple[str, int]:
+    """Per character (`per` values), their average scaled to the peak: (line, peak)."""
+    peak = max(values, default=0)
+    return "".join(_block(sum(c) / len(c) / (peak or 1)) for c in _chunks(values, per)), peak
+
+
+def _chunks(values: list[int], per: int) -> list[list[int]]:
+    return [values[i : i + per] for i in range(0, len(values), per)]
 
 
 def _block(fraction: float) -> str:
