@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,8 @@ MAX_RUNS = 20_160  # 14 days at one run a minute, per configuration
 MAX_COLUMNS = 8
 MAX_SWEEP = 12
 ANCIENT = timedelta(days=30)  # creation time given to nodes whose creation is unknown
-COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # before any node
+COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h,20m/pool:batch=45m"
 SWEEP = "5m,10m,15m,20m,30m,45m,1h,2h"  # `--sweep` without durations
 PAGE_SIZE = settings.RunSettings().page_size  # a run lists its nodes in the CronJob's pages
 #: The stamps decide() reads from a window's nodes as one set of values, whichever nodes
@@ -53,11 +55,24 @@ class SimulationFailed(Exception):
 # --- what to replay ---------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Column(HoldSettings):
+    """A configuration to replay: hold settings, and NodePool settings that replace those of
+    the nodes of some pools (their --group-label value): what a NodePool change would do."""
+
+    pools: tuple[tuple[str, str, str], ...] = ()  # (pool, NODE_HOLD or NODE_MAX_HOLD, value)
+
+
 def describe(hold: HoldSettings) -> str:
-    """A configuration in `--compare` syntax: `20m`, `20m/group`, `20m/max=1h`."""
+    """A configuration in `--compare` syntax: `20m`, `20m/group`, `20m/max=1h/pool:b=45m`."""
     scope = "" if hold.scope is Scope.CLUSTER else f"/{hold.scope}"
     cap = "" if hold.max_hold is None else f"/max={format_duration(hold.max_hold)}"
-    return format_duration(hold.hold_duration) + scope + cap
+    pools = [f"/pool:{p}{':max' * (k == settings.NODE_MAX_HOLD)}={v}" for p, k, v in _pools(hold)]
+    return format_duration(hold.hold_duration) + scope + cap + "".join(pools)
+
+
+def _pools(hold: HoldSettings) -> tuple[tuple[str, str, str], ...]:
+    return hold.pools if isinstance(hold, Column) else ()
 
 
 def parse_compare(
@@ -65,8 +80,9 @@ def parse_compare(
 ) -> list[HoldSettings]:
     """`--compare 10m,40m,20m/group,20m/max=1h`: what each column changes from `base`.
 
-    A column names a hold duration, then optionally `/SCOPE` and `/max=DURATION`
-    (or `/max=none`); whatever it leaves out is taken from the hold options.
+    A column names a hold duration, then optionally `/SCOPE`, `/max=DURATION` (or
+    `/max=none`) and, per NodePool, `/pool:NAME=DURATION` and `/pool:NAME:max=DURATION`
+    (its annotations, with their grammar); what it leaves out comes from the hold options.
     """
     columns: list[HoldSettings] = []
     example = f"use e.g. {option} {COMPARE_EXAMPLE}"
@@ -84,7 +100,8 @@ def parse_compare(
         first, *parts = [p.strip() for p in spec.split("/")]
         hold = replace(base, hold_duration=duration(first, "hold duration"))
         caps = [p[4:].strip() for p in parts if p.lower().startswith("max=")]
-        scopes = [p for p in parts if not p.lower().startswith("max=")]
+        pools = [p[5:] for p in parts if p.lower().startswith("pool:")]
+        scopes = [p for p in parts if not p.lower().startswith(("max=", "pool:"))]
         for kind, given in (("scope", scopes), ("max", caps)):
             if len(given) > 1:
                 raise ConfigError(f"{where}: gives the {kind} twice; give it once")
@@ -101,13 +118,28 @@ def parse_compare(
         elif hold.max_hold is not None and hold.max_hold < hold.hold_duration:
             hold = replace(hold, max_hold=None)  # a longer hold drops the inherited cap
         settings.check_max_hold(hold, option=where, env=None)
-        columns.append(hold)
+        own = tuple(_pool(p, hold, where) for p in pools)
+        columns.append(Column(**{**vars(hold), "pools": own}))
     if len(columns) > most:
         raise ConfigError(
             f"{option}: {len(columns)} columns; compare at most {most} configurations with the "
             "primary one"
         )
     return columns
+
+
+def _pool(text: str, hold: HoldSettings, where: str) -> tuple[str, str, str]:
+    """`batch=45m` or `batch:max=3h`: checked as the rule checks the NodePool's annotation."""
+    found = re.fullmatch(r"\s*([^:=\s]+)\s*(:\s*max)?\s*=(.*)", text, re.IGNORECASE)
+    if not found:
+        raise ConfigError(
+            f"{where}: 'pool:{text}' is not pool:NAME=DURATION or pool:NAME:max=DURATION"
+        )
+    pool, key = found[1], settings.NODE_MAX_HOLD if found[2] else settings.NODE_HOLD
+    node = rules.NodeView(pool, EPOCH, annotations={key: found[3].strip()})
+    if bad := rules.own_settings(node, hold).bad:
+        raise ConfigError(f"{where}: {bad[0]}; use e.g. pool:{pool}=45m")
+    return pool, key, found[3].strip()
 
 
 @dataclass(frozen=True)
@@ -145,7 +177,11 @@ def replay_window(
     moments = [t for n in timeline.nodes for t in (n.created, n.deleted) if t is not None]
     step = interval.total_seconds()
     if end is None and timeline.end is None and moments:
-        latest = (max(moments) + max(h.hold_duration for h in holds)).timestamp()
+        owns = {n.annotations.get(settings.NODE_HOLD, "") for n in timeline.nodes}
+        owns |= {v for h in holds for _, key, v in _pools(h) if key == settings.NODE_HOLD}
+        views = [rules.NodeView("", moments[0], annotations={settings.NODE_HOLD: v}) for v in owns]
+        longest = max(rules.own_settings(v, h).duration for h in holds for v in views)
+        latest = (max(moments) + longest).timestamp()
         end = datetime.fromtimestamp(math.ceil(latest / step) * step, UTC) + interval
     end = end or timeline.end
     start = start or timeline.start or min(moments, default=None)
@@ -326,8 +362,9 @@ class _Win:
 
 
 def _shape(window: rules.HoldWindow) -> rules.HoldWindow:
-    """A window's hold, whatever number of nodes gave it."""
-    return replace(window, triggers=0, nodes=0)
+    """A window's hold, whatever nodes of a class gave it: not how many nodes, which node's
+    annotation set its hold and cap, nor `bound` (the views hold a node of each class)."""
+    return replace(window, triggers=0, nodes=0, bound=timedelta(0), sources=(None, None))
 
 
 class _Replay:
@@ -410,7 +447,9 @@ class _Replay:
         name = rules.window_name(rules.NodeView(node.name, created, labels=labels), self.hold)
         win = self.wins.setdefault(name, _Win())
         alone = node.name if self.options.exact else None
-        cls = _Class(alone, labels, dict(node.annotations), top=(created, node.name))
+        pool = node.labels.get(self.hold.group_label)  # what --compare says its NodePool says:
+        own = {k: v for p, k, v in _pools(self.hold) if p == pool}
+        cls = _Class(alone, labels, {**node.annotations, **own}, top=(created, node.name))
         self._join(win, cls, {node.name: created})
         win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
@@ -522,7 +561,7 @@ class _Replay:
         win.chain = []
         if not triggers:  # no node starts a hold: which of them decide() sees changes nothing
             return self._pick(win, [])
-        whole = self._light(triggers, now)
+        whole = self._light(triggers, now, win)
         win.chain = self._chain(triggers, whole)
         views = self._pick(win, win.chain)
         if _shape(self._light([v.name for v in views], now)) != _shape(whole):
@@ -545,9 +584,15 @@ class _Replay:
     def _born(self, name: str) -> datetime:
         return self.where[name].members[name]
 
-    def _light(self, names: Sequence[str], now: datetime) -> rules.HoldWindow:
-        """decide's window of these nodes of one window, from their creation times."""
+    def _light(
+        self, names: Sequence[str], now: datetime, win: _Win | None = None
+    ) -> rules.HoldWindow:
+        """decide's window of these nodes of one window, from their creation times; with `win`,
+        and a node of each of its classes dated 1970: their caps count (a window's cap is the
+        smallest of all its trigger nodes'), their holds are long over."""
         views = [self.where[n].view(n, light=True) for n in names]
+        for cls in win.classes.values() if win else ():
+            views.append(replace(cls.view(next(iter(cls.members)), light=True), created=EPOCH))
         (window,) = rules.decide(views, now, self.hold).windows
         return window
 

@@ -2,7 +2,7 @@
 
 Formats (docs/simulate.md has examples): YAML or JSON `nodes: [{name, created, deleted,
 labels, annotations}]` with optional `start:`/`end:`; CSV with a header
-`name,created,deleted,labels` (labels written `k=v;k2=v2`); and kubectl's own JSON or YAML
+`name,created,deleted,labels,annotations` (both written `k=v;k2=v2`); and kubectl's own JSON or YAML
 output, so a cluster's data needs no conversion: `kubectl get nodes -o json` (NodeList or
 List), Karpenter `kubectl get nodeclaims -o json` and node Events.
 
@@ -30,9 +30,9 @@ from typing import Any
 import yaml
 
 from reconcile.rule.names import DNS_SUBDOMAIN, label_value_problem, qualified_name_problem
-from reconcile.rule.settings import ConfigError, format_time
+from reconcile.rule.settings import NODE_HOLD, NODE_MAX_HOLD, ConfigError, format_time
 
-CSV_COLUMNS = ("name", "created", "deleted", "labels")
+CSV_COLUMNS = ("name", "created", "deleted", "labels", "annotations")
 ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")
 TOP_KEYS = ("nodes", "start", "end", "description")
 REGISTERED = frozenset({"RegisteredNode"})  # node lifecycle controller: "Registered Node x"
@@ -432,16 +432,20 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
 
 
 def _kube_fields(item: dict[str, Any], where: Where, kind: str) -> Fields | None:
-    """A Node as kubectl shows it (its annotations are today's, so they are left out), or a
-    Karpenter v1 NodeClaim: its node appeared when the claim became Registered."""
+    """A Node as kubectl shows it, or a Karpenter v1 NodeClaim: its node appeared when the
+    claim became Registered. Of the annotations (today's), only its NodePool's hold settings:
+    Karpenter copied them from the NodePool's template when it launched the node."""
     meta = item.get("metadata") or {}
     at = (*where, "metadata")
+    pool = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k in (NODE_HOLD, NODE_MAX_HOLD)
+    }
     fields: Fields = {
         "name": (meta.get("name"), (*at, "name")),
         "created": (meta.get("creationTimestamp"), (*at, "creationTimestamp")),
         "deleted": (meta.get("deletionTimestamp"), (*at, "deletionTimestamp")),
         "labels": (meta.get("labels"), (*at, "labels")),
-        "annotations": (None, at),
+        "annotations": (pool, (*at, "annotations")),
     }
     if kind == "Node":
         return fields
@@ -520,7 +524,7 @@ def _csv(text: str, name: str) -> Iterator[Fields]:
     lines = [line if not line.lstrip().startswith("#") else "" for line in text.splitlines()]
     reader = csv.reader(io.StringIO("\n".join(lines)))
     header: list[str] | None = None
-    fix = f"the header must be `{','.join(CSV_COLUMNS)}` (deleted and labels may be left out)"
+    fix = f"the header must be `{','.join(CSV_COLUMNS)}` (only name and created are needed)"
     try:
         for row in reader:
             line = reader.line_num
@@ -542,14 +546,17 @@ def _csv(text: str, name: str) -> Iterator[Fields]:
                     f"{len(header)}; quote fields that contain a comma"
                 )
             cells = dict(zip(header, (c.strip() for c in row), strict=False))
-            labels = {}
-            for part in filter(None, (p.strip() for p in cells.get("labels", "").split(";"))):
-                key, eq, value = part.partition("=")
-                if not eq:
-                    raise _Problem((line,), f"label {part!r} has no '='; write labels as k=v;k2=v2")
-                labels[key.strip()] = value.strip()
             fields = {key: (cells.get(key) or None, (line, key)) for key in CSV_COLUMNS}
-            yield {**fields, "labels": (labels, (line, "labels")), "annotations": (None, (line,))}
+            for column in ("labels", "annotations"):
+                pairs = {}
+                for part in filter(None, (p.strip() for p in cells.get(column, "").split(";"))):
+                    key, eq, value = part.partition("=")
+                    if not eq:
+                        why = f"{column[:-1]} {part!r} has no '='; write {column} as k=v;k2=v2"
+                        raise _Problem((line,), why)
+                    pairs[key.strip()] = value.strip()
+                fields[column] = (pairs, (line, column))
+            yield fields
     except csv.Error as exc:
         raise TimelineError(f"{name}:{reader.line_num}: not valid CSV: {exc}") from None
     if header is None:

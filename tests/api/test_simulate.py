@@ -372,6 +372,23 @@ def test_progress_shows_runs_per_configuration_only_once_it_takes_a_while(
         ("20m/max=5m", "--compare: column 1 ('20m/max=5m'): 5m is shorter than the hold"),
         ("20m/max=soon", "--compare: column 1 ('20m/max=soon'): max hold 'soon' is not a"),
         ("1m,2m,3m,4m,5m,6m,7m,8m", "--compare: 8 columns; compare at most 7"),
+        ("20m/pool:b", "--compare: column 1 ('20m/pool:b'): 'pool:b' is not pool:NAME=DURATION"),
+        ("20m/pool:b:cap=1h", "--compare: column 1 ('20m/pool:b:cap=1h'): 'pool:b:cap=1h' is not"),
+        (
+            "20m/pool:b=45 minutes",
+            "--compare: column 1 ('20m/pool:b=45 minutes'): node-holder.dev/hold-duration="
+            "'45 minutes' is not a duration; use e.g. pool:b=45m",
+        ),
+        (
+            "20m/max=1h/pool:b=2h",
+            "--compare: column 1 ('20m/max=1h/pool:b=2h'): node-holder.dev/hold-duration='2h' is "
+            "longer than --max-hold (1h)",
+        ),
+        (
+            "20m/pool:b:max=10m",
+            "--compare: column 1 ('20m/pool:b:max=10m'): node-holder.dev/max-hold='10m' is "
+            "shorter than the hold (20m)",
+        ),
     ],
 )
 def test_compare_syntax_errors_are_one_line_exit_2(
@@ -383,6 +400,34 @@ def test_compare_syntax_errors_are_one_line_exit_2(
     assert result.stdout == ""
     assert result.stderr.startswith(f"node-holder: error: {words}"), result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_compare_overrides_a_nodepools_own_settings(tmp_path: Path) -> None:
+    """The timeline's batch nodes say 45m (their NodePool's annotation, in YAML and CSV alike);
+    a column can say what another value would do, per pool, and its label says so."""
+    batch = "labels: {karpenter.sh/nodepool: batch}"
+    own = "annotations: {node-holder.dev/hold-duration: 45m}"
+    path = timeline_file(tmp_path, f"{{name: b1, created: 2024-05-14T00:00:00Z, {batch}, {own}}}")
+    csv = tmp_path / "timeline.csv"
+    csv.write_text(
+        "name,created,deleted,labels,annotations\n"
+        "old-1,2024-05-01T00:00:00Z,,,\n"
+        "old-2,2024-05-01T00:00:00Z,,,\n"
+        "b1,2024-05-14T00:00:00Z,,karpenter.sh/nodepool=batch,node-holder.dev/hold-duration=45m\n"
+    )
+    compare = "20m/pool:batch=10,20m/pool:batch=0,20m/pool:web=5m/pool:batch:max=50m"
+    for source in (path, str(csv)):
+        args = ("--start", "2024-05-14T00:00:00Z", "--end", "2024-05-14T01:00:00Z")
+        data = simulate_json(source, *args, "--compare", compare)
+        columns = {c["label"]: c for c in data["configurations"]}
+        assert list(columns) == [
+            "20m",
+            "20m/pool:batch=10",
+            "20m/pool:batch=0",
+            "20m/pool:web=5m/pool:batch:max=50m",
+        ]
+        held = [c["held_runs"] for c in columns.values()]
+        assert held == [45, 10, 0, 45], source  # the batch node's own 45m, then 10m, then never
 
 
 def test_compare_columns_inherit_the_hold_options(tmp_path: Path) -> None:

@@ -1,11 +1,13 @@
 """The replay skips runs where nothing can change, decides alike nodes once and, with a cap,
 gives decide() only the nodes a window's hold depends on: every figure must be the one the
 run-by-run replay gives (`exact=True`: every window decided with every node at every run), on
-the bundled day, on generated days, and on random timelines, with and without --max-hold."""
+the bundled day, on generated days, and on random timelines, with and without --max-hold, and
+with NodePools' own hold settings on their nodes or from --compare."""
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,14 @@ from hypothesis import strategies as st
 
 from reconcile.rule.selectors import parse_selector
 from reconcile.rule.settings import HoldSettings, Scope
-from reconcile.simulate.replay import ReplayOptions, Result, Simulation, replay_window, simulate
+from reconcile.simulate.replay import (
+    ReplayOptions,
+    Result,
+    Simulation,
+    parse_compare,
+    replay_window,
+    simulate,
+)
 from reconcile.simulate.timeline import Timeline, TimelineNode, load_timeline
 from scripts import generate_day
 
@@ -23,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2024, 5, 14, tzinfo=UTC)
 POOL = "karpenter.sh/nodepool"
 KEY = "karpenter.sh/do-not-disrupt"
+OWN, OWN_MAX = "node-holder.dev/hold-duration", "node-holder.dev/max-hold"  # a NodePool's
 
 
 def hold(
@@ -249,6 +259,74 @@ def test_random_bursts_with_caps_give_the_same_figures(
     timeline = Timeline(
         tuple(sorted(nodes, key=lambda n: (n.created, n.name))),
         ("bursts",),
+        start=T0,
+        end=T0 + timedelta(hours=3),
+    )
+    both(timeline, holds or [hold(cap=30)])
+
+
+def with_pools(timeline: Timeline, pools: dict[str | None, dict[str, str]]) -> Timeline:
+    """The timeline with each node carrying its NodePool's settings, as Karpenter copies them."""
+    nodes = [
+        replace(n, annotations={**n.annotations, **pools.get(n.labels.get(POOL), {})})
+        for n in timeline.nodes
+    ]
+    return replace(timeline, nodes=tuple(nodes))
+
+
+def test_the_bundled_day_with_nodepools_own_settings_gives_the_same_figures() -> None:
+    """batch holds 45m capped at 3h, gpu never starts a hold, general holds 10 minutes, in
+    every scope and under a cap; and a --compare column that gives batch 45m replays what the
+    annotation replays."""
+    day = load_timeline([str(ROOT / "reconcile/examples/batch-day.yaml")])
+    pools = {"batch": {OWN: "45m", OWN_MAX: "3h"}, "gpu": {OWN: "0"}, "general": {OWN: "10"}}
+    holds = [hold(), hold(scope=Scope.GROUP), hold(scope=Scope.NODE), hold(cap=60)]
+    holds += [hold(scope=Scope.GROUP, cap=120), hold(scope=Scope.GROUP, cap=30)]  # 45m > 30m
+    fast = both(with_pools(day, pools), holds)
+    plain = both(day, holds[:2])
+    assert all(
+        figures(r) != figures(p) for r, p in zip(fast.results[:2], plain.results, strict=True)
+    )
+    columns = parse_compare("20m/pool:batch=45m,20m/group/pool:gpu=0/pool:batch=45m", hold())
+    overridden = both(day, columns)
+    batch = both(with_pools(day, {"batch": {OWN: "45m"}}), [hold()])
+    assert figures(overridden.results[0]) == {**figures(batch.results[0]), "hold": columns[0]}
+    assert overridden.results[1].label == "20m/group/pool:gpu=0/pool:batch=45m"
+
+
+POOL_SETTINGS = st.sampled_from(
+    [
+        *({}, {OWN: "5"}, {OWN: "45m"}, {OWN: "0"}, {OWN: "15m", OWN_MAX: "25m"}),
+        *({OWN_MAX: "40m"}, {OWN_MAX: ""}),  # a cap of its own; none at all
+        *({OWN: "45 minutes"}, {OWN: "20m", OWN_MAX: "10m"}),  # bad values
+    ]
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(BURST, min_size=1, max_size=10),
+    st.fixed_dictionaries({"a": POOL_SETTINGS, "b": POOL_SETTINGS}),
+    st.lists(CAPPED, min_size=1, max_size=2),
+    st.randoms(),
+)
+def test_random_bursts_in_pools_with_their_own_settings_give_the_same_figures(
+    bursts: list[Any], pools: dict[str, dict[str, str]], holds: list[HoldSettings], rng: Any
+) -> None:
+    """The bursts above, each node carrying its pool's own hold and cap (or a bad value)."""
+    nodes = []
+    for b, (minute, count, life, pool, hand) in enumerate(bursts):
+        for j in range(count):
+            created = T0 + timedelta(minutes=minute, seconds=rng.randint(0, 150))
+            deleted = created + timedelta(minutes=life + j) if life else None
+            own = {**(hand if j == 0 else {}), **pools.get(pool or "", {})}
+            nodes.append(
+                TimelineNode(f"n{b}-{j}", created, deleted, {POOL: pool} if pool else {}, own)
+            )
+    holds = [h for h in holds if h.max_hold is None or h.max_hold >= h.hold_duration]
+    timeline = Timeline(
+        tuple(sorted(nodes, key=lambda n: (n.created, n.name))),
+        ("pools",),
         start=T0,
         end=T0 + timedelta(hours=3),
     )

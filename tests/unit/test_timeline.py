@@ -150,6 +150,29 @@ def test_kubectl_node_list_and_list_of_nodes(tmp_path: Path) -> None:
         }
 
 
+def test_kubectl_nodes_and_nodeclaims_keep_their_nodepools_hold_settings_only(
+    tmp_path: Path,
+) -> None:
+    """Karpenter copies the NodePool template's annotations onto the NodeClaim and the node;
+    of today's annotations, only those two are the node's since it appeared."""
+    pool = {"node-holder.dev/hold-duration": "45m", "node-holder.dev/max-hold": "3h"}
+    today = {
+        "karpenter.sh/do-not-disrupt": "true",
+        "node-holder.dev/owned-annotations": "karpenter.sh/do-not-disrupt",
+        "karpenter.sh/nodepool-hash": "6821555240594823858",
+    }
+    node = node_object("a", "2024-05-14T00:00:00Z", {POOL: "batch"})
+    node["metadata"]["annotations"] = {**pool, **today}
+    claim = node_object("batch-x", "2024-05-14T00:00:00Z", {POOL: "batch"})
+    claim.update(kind="NodeClaim", apiVersion="karpenter.sh/v1", status={"nodeName": "b"})
+    claim["metadata"]["annotations"] = {**pool, "karpenter.sh/nodepool-hash": "1"}
+    other = node_object("c", "2024-05-14T00:00:00Z", {})
+    other["metadata"]["annotations"] = today
+    data = {"apiVersion": "v1", "kind": "List", "items": [node, claim, other]}
+    timeline = load(tmp_path, "nodes.json", json.dumps(data))
+    assert {n.name: dict(n.annotations) for n in timeline.nodes} == {"a": pool, "b": pool, "c": {}}
+
+
 def test_karpenter_nodeclaims_use_the_node_name_and_registration_time(tmp_path: Path) -> None:
     def claim(name: str, node: str | None, registered: str | None) -> dict:
         status: dict = {"conditions": []}
@@ -387,6 +410,10 @@ def test_not_a_timeline(tmp_path: Path, text: str, words: str) -> None:
         ("", ":1: empty CSV"),
         ("# c\n\nname,created\na,2024-05-14T00:00:00Z\nb,bad\n", ":5: created 'bad' is not"),
         ("name,created,labels\na,2024-05-14T00:00:00Z,pool\n", ":2: label 'pool' has no '='"),
+        (
+            "name,created,annotations\na,2024-05-14T00:00:00Z,node-holder.dev/hold-duration\n",
+            ":2: annotation 'node-holder.dev/hold-duration' has no '='; write annotations as k=v",
+        ),
         ("name,created\na,2024-05-14T00:00:00Z,x\n", ":2: 3 fields but the header has 2"),
         (
             "name,created,deleted\na,2024-05-14T01:00:00Z,2024-05-14T00:00:00Z\n",
