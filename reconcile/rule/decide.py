@@ -87,7 +87,7 @@ class HoldWindow:
     youngest_created: datetime | None = None
     hold_until: datetime | None = None  # end of the latest stretch (may be in the past)
     stretch_start: datetime | None = None  # creation of the stretch's oldest trigger node
-    capped: bool = False  # hold_until was cut short by --max-hold
+    capped: bool = False  # hold_until was cut short by the cap (`max_hold`)
     triggers: int = 0
     nodes: int = 0
     free_until: datetime | None = None  # after a capped stretch: no hold before this
