@@ -41,6 +41,7 @@ from enum import StrEnum
 
 from reconcile.rule.nodes import NodeView, claimed_keys, pinned_keys
 from reconcile.rule.settings import (
+    DEFAULT_GROUP_LABEL,
     FREE_UNTIL,
     HOLD_STARTED,
     HOLD_VALUE,
@@ -49,6 +50,7 @@ from reconcile.rule.settings import (
     PINNED,
     STAMP_FORMAT,
     HoldSettings,
+    Mechanism,
     Mode,
     Scope,
     format_time,
@@ -147,6 +149,7 @@ class Transition:
     node_uid: str
     nodes: int  # nodes whose hold annotation this run adds (started, extended) or removes
     more: int = 0
+    kind: str = "Node"  # or "NodePool" (`node` its name): its budget entry (rule/budget.py)
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,7 @@ class Plan:
     windows: tuple[HoldWindow, ...]
     decisions: tuple[NodeDecision, ...]
     transitions: tuple[Transition, ...] = ()
+    budgeted: frozenset[str] = frozenset()  # auto: NodePools held by a budget (rule/budget.py)
 
     @property
     def patches(self) -> tuple[NodePatch, ...]:
@@ -186,7 +190,8 @@ class Plan:
         name = window_name(node, self.hold)
         planned = next((w for w in self.windows if w.name == name), None)
         found = planned or _window(name, [node], now, self.hold)
-        return decide_node(node, _stamped(found, [node], now, self.hold), self.hold, self.mode, now)
+        window = _stamped(found, [node], now, self.hold)
+        return decide_node(node, window, self.hold, self.mode, now, self.budgeted)
 
 
 # --- claims and pins ---------------------------------------------------------
@@ -220,7 +225,7 @@ def _known(key: str, hold: HoldSettings) -> bool:
     return key in hold.annotations or key in KNOWN_HOLD_KEYS
 
 
-def _holds_ours(node: NodeView, hold: HoldSettings) -> bool:
+def holds_ours(node: NodeView, hold: HoldSettings) -> bool:
     """The node carries a hold of ours on a key this run acts on."""
     pinned = pinned_keys(node.annotations)
     return any(
@@ -341,7 +346,7 @@ def _stamped(
     free_until = max([*frees, *filter(None, [window.free_until])], default=None)
     start, until, capped = window.stretch_start, window.hold_until, window.capped
     if start is not None and until is not None and window.youngest_created is not None:
-        ours = [m for m in members if HOLD_STARTED in m.annotations and _holds_ours(m, hold)]
+        ours = [m for m in members if HOLD_STARTED in m.annotations and holds_ours(m, hold)]
         starts = [t for m in ours if (t := _stamp(m, HOLD_STARTED, now, hold)[0]) and t <= now]
         if starts and min(starts) < start:
             start = min(starts)
@@ -369,9 +374,16 @@ def _stamped(
 
 
 def decide_node(
-    node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mode, now: datetime
+    node: NodeView,
+    window: HoldWindow,
+    hold: HoldSettings,
+    mode: Mode,
+    now: datetime,
+    budgeted: frozenset[str] = frozenset(),
 ) -> NodeDecision:
-    """One node's decision: its hold keys and claims, then its stamps, in one patch."""
+    """One node's decision: its hold keys and claims, then its stamps, in one patch. A node
+    its NodePool's budget entry holds (`budget`; `auto`: of a NodePool in `budgeted`) is not
+    held by annotations."""
     if mode in (Mode.PIN, Mode.UNPIN):
         return _decide_pin(node, hold, mode, now)
     annotations = node.annotations
@@ -379,7 +391,10 @@ def decide_node(
     keys = (*hold.annotations, *sorted((claims | pins) - set(hold.annotations)))
     states = tuple((k, key_state(annotations, k, claims, pins)) for k in keys)
     selected = hold.node_selector.matches(node.labels)
-    held = mode is Mode.RECONCILE and window.held and not node.deleting and selected
+    on_budget = (
+        hold.mechanism is Mechanism.BUDGET or node.labels.get(DEFAULT_GROUP_LABEL) in budgeted
+    )
+    held = mode is Mode.RECONCILE and window.held and selected and not (node.deleting or on_budget)
     created = min(node.created, now)
     decision = NodeDecision(
         node.name, window.name, held, node.deleting, created, states, selected=selected
@@ -436,7 +451,7 @@ def _stamps(
     free, free_bad = _stamp(node, FREE_UNTIL, now, hold)
     want: dict[str, str | None] = dict.fromkeys((HOLD_STARTED, FREE_UNTIL))
     if held and hold.max_hold is not None and mode is Mode.RECONCILE:
-        if started and _holds_ours(node, hold):  # it came with our hold: the stretch began then
+        if started and holds_ours(node, hold):  # it came with our hold: the stretch began then
             want[HOLD_STARTED] = annotations[HOLD_STARTED]
         elif window.stretch_start:
             want[HOLD_STARTED] = format_time(window.stretch_start)
@@ -503,8 +518,8 @@ def _transitions(
         if mode is Mode.RECONCILE and window.held and adds:
             ours = any(s is KeyState.OURS and _known(k, hold) for d in group for k, s in d.keys)
             reason, changed = (Reason.EXTENDED if ours else Reason.STARTED), adds
-        elif removes:
-            reason, changed = Reason.ENDED, removes
+        elif removes and not (window.held and mode is Mode.RECONCILE and hold.mechanism.budgets):
+            reason, changed = Reason.ENDED, removes  # held: not an end, a budget took over
         else:
             continue
         anchor = window.youngest or changed[0].node
@@ -542,9 +557,13 @@ def recorded_events(
 
 
 def decide(
-    nodes: Sequence[NodeView], now: datetime, hold: HoldSettings, mode: Mode = Mode.RECONCILE
+    nodes: Sequence[NodeView],
+    now: datetime,
+    hold: HoldSettings,
+    mode: Mode = Mode.RECONCILE,
+    budgeted: frozenset[str] = frozenset(),
 ) -> Plan:
-    """The whole decision for one run."""
+    """The whole decision for one run (`budgeted`: see decide_node)."""
     if mode in (Mode.PIN, Mode.UNPIN):
         pins = tuple(_decide_pin(node, hold, mode, now) for node in nodes)
         return Plan(now=now, hold=hold, mode=mode, windows=(), decisions=pins)
@@ -555,7 +574,8 @@ def decide(
         members["cluster"] = []
     windows = {name: _window(name, group, now, hold) for name, group in sorted(members.items())}
     decisions = tuple(
-        decide_node(node, windows[window_name(node, hold)], hold, mode, now) for node in nodes
+        decide_node(node, windows[window_name(node, hold)], hold, mode, now, budgeted)
+        for node in nodes
     )
     uids = {n.name: n.uid for n in nodes}
     return Plan(
@@ -565,4 +585,5 @@ def decide(
         windows=tuple(windows.values()),
         decisions=decisions,
         transitions=_transitions(windows, decisions, uids, hold, mode),
+        budgeted=budgeted,
     )

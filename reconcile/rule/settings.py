@@ -54,6 +54,19 @@ class Output(StrEnum):
     JSON = "json"
 
 
+class Mechanism(StrEnum):
+    """How a hold reaches Karpenter: node annotations, or a budget entry on each held
+    NodePool (reconcile/rule/budget.py); auto: budgets where a NodePool exists."""
+
+    ANNOTATION = "annotation"
+    BUDGET = "budget"
+    AUTO = "auto"
+
+    @property
+    def budgets(self) -> bool:
+        return self is not Mechanism.ANNOTATION
+
+
 class Mode(StrEnum):
     """What a run does: the command (`status` is a reconcile that writes nothing)."""
 
@@ -74,6 +87,7 @@ class HoldSettings:
     trigger_selector: Selector = EVERYTHING
     node_selector: Selector = EVERYTHING
     max_hold: timedelta | None = None
+    mechanism: Mechanism = Mechanism.ANNOTATION
 
     @property
     def label_keys(self) -> frozenset[str]:
@@ -81,6 +95,8 @@ class HoldSettings:
         keys = self.trigger_selector.keys | self.node_selector.keys
         if self.scope is Scope.GROUP:
             keys |= {self.group_label}
+        if self.mechanism.budgets:
+            keys |= {DEFAULT_GROUP_LABEL}  # which NodePool's budget holds the node
         return keys
 
 
@@ -368,4 +384,23 @@ def check_max_hold(
             f"{label}: {format_duration(hold.max_hold)} is shorter than the hold "
             f"duration ({format_duration(hold.hold_duration)}); use a value of at least the hold "
             "duration, or leave it unset"
+        )
+
+
+def check_mechanism(hold: HoldSettings) -> None:
+    """A budget entry holds a whole NodePool: a window must be the cluster or one NodePool."""
+    finer = {
+        "--hold-scope (HOLD_SCOPE) node": hold.scope is Scope.NODE,
+        f"--group-label (HOLD_GROUP_LABEL) {hold.group_label}": hold.scope is Scope.GROUP
+        and hold.group_label != DEFAULT_GROUP_LABEL,
+        f"--node-selector (HOLD_NODE_SELECTOR) {hold.node_selector.text!r}": bool(
+            hold.node_selector.requirements
+        ),
+    }
+    if hold.mechanism.budgets and (why := next((k for k, bad in finer.items() if bad), None)):
+        raise ConfigError(
+            f"--mechanism (NODE_HOLDER_MECHANISM) {hold.mechanism}: {why} holds less than a "
+            "whole NodePool, which a budget cannot; use --hold-scope cluster, or group with "
+            f"--group-label {DEFAULT_GROUP_LABEL}, and no --node-selector; or --mechanism "
+            "annotation"
         )
