@@ -132,13 +132,16 @@ def admit(
     username: str = OUR_USER,
     policy: dict[str, Any] | None = None,
 ) -> Verdict:
-    """What the API server decides for one UPDATE of a Node, with this policy bound."""
+    """What the API server decides for one UPDATE of a Node (or, with the NodePool policy, of
+    a NodePool), with this policy bound."""
     spec = (policy or policy_of(base_objects()))["spec"]
-    assert spec["matchConstraints"]["resourceRules"][0]["operations"] == ["UPDATE"]
+    [rule] = spec["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["UPDATE"]
+    group, [resource] = rule["apiGroups"][0], rule["resources"]
     request = {
         "operation": "UPDATE",
-        "kind": {"group": "", "version": "v1", "kind": "Node"},
-        "resource": {"group": "", "version": "v1", "resource": "nodes"},
+        "kind": {"group": group, "version": "v1", "kind": new["kind"]},
+        "resource": {"group": group, "version": "v1", "resource": resource},
         "name": new["metadata"]["name"],
         "userInfo": {"username": username, "groups": ["system:serviceaccounts"]},
     }
