@@ -45,7 +45,7 @@ from measure import REPO, child_env, python_cmd
 sys.path.insert(0, str(REPO))  # the API test server is tests.kubeapi
 
 from reconcile.cluster.pool import Deadline, DeadlineExceeded, RateLimiter
-from reconcile.simulate.sparkline import level_line
+from reconcile.simulate.report import level_line
 from tests.kubeapi.apiserver import ApiServer
 
 SIZES = (5_000, 50_000, 100_000)

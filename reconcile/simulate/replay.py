@@ -3,13 +3,14 @@
 Every configuration replays the same runs, `--interval` apart, in memory: the timeline's
 deletions and arrivals change the nodes, `decide()` (the function the CronJob calls between
 reading and writing) plans the run, and each patch's changes are applied to its node.
-Events come from the plan's transitions as the real run counts them (`recorded_events`:
-those of a window that had a patch land, at most MAX_EVENTS a run). Nothing here interprets
-annotation keys or decides anything.
+Events are counted from the plan as a real run records them (`recorded_events`). Nothing
+here interprets annotation keys or decides anything.
 
-A window is decided again only at a run where its decision can change, and alike nodes are
-decided once (see `_Replay` and `_Class`; docs/simulate.md says why no figure changes).
-`exact=True` does neither: the run-by-run replay that the tests compare with.
+Two shortcuts keep it fast, and neither changes a figure (docs/simulate.md says why): a
+window is decided again only at a run where its decision can change, and decide() sees one
+node of each class of alike nodes plus the nodes the window's hold depends on
+(`_Replay._views`). `exact=True` takes neither: every window with every node at every run,
+the reference the tests compare with.
 """
 
 from __future__ import annotations
@@ -21,39 +22,28 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
-from reconcile.rule.decide import (
-    HoldWindow,
-    NodePatch,
-    NodeView,
-    Plan,
-    decide,
-    recorded_events,
-    window_name,
-)
-from reconcile.rule.settings import (
-    ConfigError,
-    HoldSettings,
-    RunSettings,
-    Scope,
-    check_max_hold,
-    format_duration,
-    parse_duration,
-)
+from reconcile.rule import decide as rules
+from reconcile.rule import settings
+from reconcile.rule.settings import ConfigError, HoldSettings, Scope, format_duration
 from reconcile.simulate.timeline import Timeline, TimelineNode, iso, load_timeline, parse_time
 
 MAX_RUNS = 20_160  # 14 days at one run a minute, per configuration
 MAX_COLUMNS = 8
 MAX_SWEEP = 12
-MIN_INTERVAL = timedelta(seconds=10)
 ANCIENT = timedelta(days=30)  # creation time given to nodes whose creation is unknown
 COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h"
 SWEEP = "5m,10m,15m,20m,30m,45m,1h,2h"  # `--sweep` without durations
-PAGE_SIZE = RunSettings().page_size  # a run lists its nodes in pages of the CronJob's default
+PAGE_SIZE = settings.RunSettings().page_size  # a run lists its nodes in the CronJob's pages
+#: The stamps decide() reads from a window's nodes as one set of values, whichever nodes
+#: carry them: a class of alike nodes brings the same values as all its members.
+STAMPS = frozenset({settings.HOLD_STARTED, settings.FREE_UNTIL})
+FEW = 8  # a window of at most this many nodes: decide() sees them all (cheaper than choosing)
+_TIMES = [f.name for f in fields(rules.HoldWindow)]
 
 #: Told how far a replay has come: (configuration label, runs done, runs in all).
 Progress = Callable[[str, int, int], None]
-_TIMES = [f.name for f in fields(HoldWindow)]
 
 
 class SimulationFailed(Exception):
@@ -65,12 +55,9 @@ class SimulationFailed(Exception):
 
 def describe(hold: HoldSettings) -> str:
     """A configuration in `--compare` syntax: `20m`, `20m/group`, `20m/max=1h`."""
-    text = format_duration(hold.hold_duration)
-    if hold.scope is not Scope.CLUSTER:
-        text += f"/{hold.scope}"
-    if hold.max_hold is not None:
-        text += f"/max={format_duration(hold.max_hold)}"
-    return text
+    scope = "" if hold.scope is Scope.CLUSTER else f"/{hold.scope}"
+    cap = "" if hold.max_hold is None else f"/max={format_duration(hold.max_hold)}"
+    return format_duration(hold.hold_duration) + scope + cap
 
 
 def parse_compare(
@@ -83,32 +70,37 @@ def parse_compare(
     """
     columns: list[HoldSettings] = []
     example = f"use e.g. {option} {COMPARE_EXAMPLE}"
-    for n, item in enumerate(text.split(",") if text.strip() else [], start=1):
-        spec = item.strip()
+    for n, spec in enumerate([c.strip() for c in text.split(",")] if text.strip() else [], 1):
         where = f"{option}: column {n}" + (f" ({spec!r})" if spec else "")
+
+        def duration(raw: str, what: str, where: str = where) -> timedelta:
+            try:
+                return settings.parse_duration(raw, bare_minutes=what == "hold duration")
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {what} {raw!r} {exc}; {example}") from None
+
         if not spec:
             raise ConfigError(f"{where} is empty; {example}")
-        duration, *parts = [p.strip() for p in spec.split("/")]
-        hold = replace(base, hold_duration=_compare_duration(duration, where, example))
+        first, *parts = [p.strip() for p in spec.split("/")]
+        hold = replace(base, hold_duration=duration(first, "hold duration"))
         caps = [p[4:].strip() for p in parts if p.lower().startswith("max=")]
         scopes = [p for p in parts if not p.lower().startswith("max=")]
         for kind, given in (("scope", scopes), ("max", caps)):
             if len(given) > 1:
                 raise ConfigError(f"{where}: gives the {kind} twice; give it once")
-        for scope in scopes:
-            if scope.lower() not in {s.value for s in Scope}:
-                raise ConfigError(
-                    f"{where}: {scope!r} is neither a scope (cluster, group, node) nor "
-                    f"max=DURATION; {example}"
-                )
-            hold = replace(hold, scope=Scope(scope.lower()))
-        for cap in caps:
-            none = cap.lower() == "none"
-            cap_hold = None if none else _compare_duration(cap, where, example, "max hold")
-            hold = replace(hold, max_hold=cap_hold)
-        if not caps and hold.max_hold is not None and hold.max_hold < hold.hold_duration:
+        if scopes and scopes[0].lower() not in {s.value for s in Scope}:
+            raise ConfigError(
+                f"{where}: {scopes[0]!r} is neither a scope (cluster, group, node) nor "
+                f"max=DURATION; {example}"
+            )
+        if scopes:
+            hold = replace(hold, scope=Scope(scopes[0].lower()))
+        if caps:
+            cap = None if caps[0].lower() == "none" else duration(caps[0], "max hold")
+            hold = replace(hold, max_hold=cap)
+        elif hold.max_hold is not None and hold.max_hold < hold.hold_duration:
             hold = replace(hold, max_hold=None)  # a longer hold drops the inherited cap
-        check_max_hold(hold, option=where, env=None)
+        settings.check_max_hold(hold, option=where, env=None)
         columns.append(hold)
     if len(columns) > most:
         raise ConfigError(
@@ -116,24 +108,6 @@ def parse_compare(
             "primary one"
         )
     return columns
-
-
-def _compare_duration(
-    text: str, where: str, example: str, what: str = "hold duration"
-) -> timedelta:
-    try:
-        return parse_duration(text, bare_minutes=what == "hold duration")
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {what} {text!r} {exc}; {example}") from None
-
-
-def configurations(base: HoldSettings, columns: list[HoldSettings]) -> list[HoldSettings]:
-    """The primary configuration first, then each different column once."""
-    result = [base]
-    for hold in columns:
-        if describe(hold) not in {describe(h) for h in result}:
-            result.append(hold)
-    return result
 
 
 @dataclass(frozen=True)
@@ -177,26 +151,23 @@ def replay_window(
     start = start or timeline.start or min(moments, default=None)
     if end is None or start is None:
         raise ConfigError("the timeline has no times at all; give --start and --end")
-    if last is not None:
-        start = end - last
-    start = datetime.fromtimestamp(math.floor(start.timestamp() / step) * step, UTC)
-    window = Window(start, end, interval)
-    if end <= start:
+    start = end - last if last is not None else start
+    window = Window(datetime.fromtimestamp(start.timestamp() // step * step, UTC), end, interval)
+    if end <= window.start:
         raise ConfigError(
-            f"the replay would end ({iso(end)}) before it starts ({iso(start)}); "
+            f"the replay would end ({iso(end)}) before it starts ({iso(window.start)}); "
             "fix --start/--end or the timeline's start:/end:"
         )
     if window.runs > MAX_RUNS:
         raise ConfigError(
-            f"the timeline spans {format_duration(end - start)}: {window.runs:,} runs at "
-            f"--interval {format_duration(interval)} (at most {MAX_RUNS:,}); replay part of it "
-            "with --last 24h or --start/--end, or a longer --interval"
+            f"the timeline spans {format_duration(end - window.start)}: {window.runs:,} runs "
+            f"at --interval {format_duration(interval)} (at most {MAX_RUNS:,}); replay part "
+            "of it with --last 24h or --start/--end, or a longer --interval"
         )
     return window
 
 
-@dataclass(frozen=True)
-class Schedule:
+class Schedule(NamedTuple):
     """Which timeline nodes arrive and leave at each run, and those no run ever sees."""
 
     arrivals: Mapping[int, list[TimelineNode]]
@@ -209,23 +180,17 @@ def schedule(timeline: Timeline, window: Window) -> Schedule:
     run at or after its deletion; one that lives between two runs is never seen."""
     arrivals: dict[int, list[TimelineNode]] = defaultdict(list)
     departures: dict[int, list[TimelineNode]] = defaultdict(list)
-    unseen: list[str] = []
+    unseen = []
     for node in timeline.nodes:
-        first = 0
-        if node.created is not None and node.created > window.start:
-            first = window.index(node.created)
-        leave = None
-        if node.deleted is not None:
-            if node.deleted <= window.start:
-                continue  # gone before the replay starts
-            leave = window.index(node.deleted)
-        if first >= window.runs:
-            continue
-        if leave is not None and leave <= first:
+        first = window.index(max(node.created or window.start, window.start))
+        if (node.deleted and node.deleted <= window.start) or first >= window.runs:
+            continue  # gone before the replay starts, or born after it
+        leave = window.index(node.deleted) if node.deleted else window.runs
+        if leave <= first:
             unseen.append(node.name)
             continue
         arrivals[first].append(node)
-        if leave is not None and leave < window.runs:
+        if leave < window.runs:
             departures[leave].append(node)
     return Schedule(arrivals, departures, tuple(unseen))
 
@@ -306,67 +271,63 @@ class ReplayOptions:
     progress: Progress | None = None  # hears how far the replay is
     exact: bool = False  # decide every window with every node at every run (the reference)
     #: sees every node after each run (the cross-check compares them with a real cluster's)
-    observe: Callable[[datetime, list[NodeView]], None] | None = None
+    observe: Callable[[datetime, list[rules.NodeView]], None] | None = None
 
 
 # --- one configuration, change by change ---------------------------------------------------
 
 
-Key = tuple[str | None, frozenset, frozenset]  # (node decided alone, labels, annotations)
-
-
-@dataclass
+@dataclass(eq=False)
 class _Class:
-    """Nodes of one window that decide() cannot tell apart: same labels, same annotations.
+    """Nodes of one window that decide() cannot tell apart: same labels, same annotations
+    (a node's decision never depends on its name or creation). In the exact replay each
+    node is a class of its own."""
 
-    decide() sees the youngest member, and every member gets its patch. A node decided alone
-    (in the exact replay; with a cap, until its window's next quiet spell) is a class of one.
-    """
-
-    window: str
-    alone: str | None  # the node's name, if it is decided alone
+    alone: str | None
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     members: dict[str, datetime] = field(default_factory=dict)  # name -> creation time
     top: tuple[datetime, str] | None = None  # the youngest member; None: to be found again
 
     @property
-    def key(self) -> Key:
+    def key(self) -> tuple:
         return self.alone, frozenset(self.labels.items()), frozenset(self.annotations.items())
 
-    def add(self, members: Mapping[str, datetime], top: tuple[datetime, str] | None) -> None:
-        """Take in `members`, whose youngest is `top` (None: not known)."""
-        fresh = not self.members
-        self.members.update(members)
-        if fresh or self.top is None or top is None:
-            self.top = top if fresh else None
-        else:
-            self.top = max(self.top, top)
-
-    def view(self) -> NodeView:
+    def youngest(self) -> str:
         if self.top is None:
             self.top = max((created, name) for name, created in self.members.items())
-        created, name = self.top
-        return NodeView(name, created, "1", f"sim-{name}", False, self.labels, self.annotations)
+        return self.top[1]
+
+    def view(self, name: str, light: bool = False) -> rules.NodeView:
+        """`light`: without the stamps (`STAMPS`), for asking decide() about creation times
+        only (parsing the stamps is most of a window's cost)."""
+        annotations = self.annotations
+        if light and not STAMPS.isdisjoint(annotations):
+            annotations = {k: v for k, v in annotations.items() if k not in STAMPS}
+        created = self.members[name]
+        return rules.NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
 
 
 @dataclass
 class _Win:
     """One hold window: its nodes, by class, and its last decision."""
 
-    classes: dict[Key, _Class] = field(default_factory=dict)
-    last: HoldWindow | None = None
+    classes: dict[tuple, _Class] = field(default_factory=dict)
+    #: The nodes its hold depends on (`_Replay._chain`), from the start of its last stretch;
+    #: right while none of them, and no older trigger node, has left. None: to be found
+    #: among its nodes created from `floor` on (a stretch starts there), or among all.
+    chain: list[str] | None = None
+    floor: datetime | None = None
+    pending: set[str] = field(default_factory=set)  # arrived since it was last decided
+    last: rules.HoldWindow | None = None
+
+    def nodes(self) -> list[str]:
+        return [name for cls in self.classes.values() for name in cls.members]
 
 
-def _changed(annotations: Mapping[str, str], patch: NodePatch) -> dict[str, str]:
-    """The annotations after the API server applied the patch's changes."""
-    result = dict(annotations)
-    for key, value in patch.changes:
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = value
-    return result
+def _shape(window: rules.HoldWindow) -> rules.HoldWindow:
+    """A window's hold, whatever number of nodes gave it."""
+    return replace(window, triggers=0, nodes=0)
 
 
 class _Replay:
@@ -382,12 +343,12 @@ class _Replay:
         self.wins: dict[str, _Win] = {}
         self.where: dict[str, _Class] = {}  # node -> its class
         self.group: dict[str, str | None] = {}  # node -> its --group-label value
+        self.ends: dict[str, datetime | None] = {}  # node -> end of a hold it alone would start
         self.open: dict[str, Period] = {}
-        self.due: dict[int, set[str]] = {}  # run -> windows to decide then
+        self.due: dict[int, set[str]] = defaultdict(set)  # run -> windows to decide then
         self.queue: list[int] = []  # the runs in `due`, earliest first
         self.present = self.carrying = 0
         self.kept: list[tuple[datetime, datetime, str | None]] = []  # removed while held
-        self.pooled = not options.exact and hold.max_hold is None  # classes from the start
 
     def carries(self, annotations: Mapping[str, str]) -> bool:
         return any(key in annotations for key in self.hold.annotations)
@@ -407,29 +368,27 @@ class _Replay:
                 names.update(self.wins)
             if self.options.exact:
                 self._due(i + 1)
-            writes, plans = 0, []
-            for name in sorted(names & self.wins.keys()):
-                w, plan_ = self._decide(name, i, tick)
-                writes, plans = writes + w, [*plans, plan_]
-            self._record(1, writes, self._events(plans))
+            plans = [self._decide(name, i, tick) for name in sorted(names & self.wins.keys())]
+            transitions = [t for p, _ in plans for t in p.transitions]
+            patches = [patch for p, _ in plans for patch in p.patches]
+            events = len(rules.recorded_events(transitions, patches)) if self.options.events else 0
+            self._record(1, sum(w for _, w in plans), events)
             self.result.replayed += 1
             done = i + 1
-        if runs > done:
-            self._record(runs - done)
-        self.result.periods = sorted(
-            [*self.result.periods, *self.open.values()], key=lambda p: (p.start, p.window)
-        )
+        self._record(runs - done)
+        self.result.periods.extend(self.open.values())
+        self.result.periods.sort(key=lambda p: (p.start, p.window))
         return self.result
 
     def _due(self, i: int, name: str | None = None) -> None:
         if i not in self.due:
-            self.due[i] = set()
             heapq.heappush(self.queue, i)
-        if name is not None:
-            self.due[i].add(name)
+        self.due[i].update([name] if name else [])
 
     def _record(self, runs: int, writes: int = 0, events: int = 0) -> None:
         """`runs` more runs with the nodes as they are now; only the first may have written."""
+        if runs <= 0:
+            return
         result = self.result
         result.present_nodes += [self.present] * runs
         result.held_nodes += [self.carrying] * runs
@@ -437,49 +396,44 @@ class _Replay:
         result.events += events
         result.requests += runs * max(1, math.ceil(self.present / PAGE_SIZE)) + writes + events
         if self.options.observe:
+            views = [self.where[n].view(n) for win in self.wins.values() for n in win.nodes()]
             for i in range(result.runs - runs, result.runs):
-                self.options.observe(self.window.tick(i), self._views())
+                self.options.observe(self.window.tick(i), views)
         if self.options.progress:
             self.options.progress(result.label, result.runs, self.window.runs)
-
-    def _views(self) -> list[NodeView]:
-        return [
-            NodeView(name, created, "1", f"sim-{name}", False, cls.labels, cls.annotations)
-            for win in self.wins.values()
-            for cls in win.classes.values()
-            for name, created in cls.members.items()
-        ]
 
     # --- the nodes -------------------------------------------------------------------------
 
     def _arrive(self, node: TimelineNode) -> str:
         created = (node.created or self.window.start - ANCIENT).replace(microsecond=0)
         labels = {k: node.labels[k] for k in self.hold.label_keys if k in node.labels}
-        annotations = dict(node.annotations)
-        name = window_name(NodeView(node.name, created, labels=labels), self.hold)
-        self.wins.setdefault(name, _Win())
-        alone = None if self.pooled else node.name
-        self._join(
-            _Class(name, alone, labels, annotations), {node.name: created}, (created, node.name)
-        )
+        name = rules.window_name(rules.NodeView(node.name, created, labels=labels), self.hold)
+        win = self.wins.setdefault(name, _Win())
+        alone = node.name if self.options.exact else None
+        cls = _Class(alone, labels, dict(node.annotations), top=(created, node.name))
+        self._join(win, cls, {node.name: created})
+        win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
         self.present += 1
-        self.carrying += self.carries(annotations)
+        self.carrying += self.carries(node.annotations)
         return name
 
-    def _join(
-        self, cls: _Class, members: Mapping[str, datetime], top: tuple[datetime, str] | None
-    ) -> None:
-        """`members` join the class that looks like `cls` in its window (or `cls` itself)."""
-        cls = self.wins[cls.window].classes.setdefault(cls.key, cls)
-        cls.add(members, top)
+    def _join(self, win: _Win, cls: _Class, members: dict[str, datetime]) -> None:
+        """`members` join the class of `win` that looks like `cls` (or `cls` itself)."""
+        joined = win.classes.setdefault(cls.key, cls)
+        fresh, top = not joined.members, cls.top
+        joined.members.update(members)
+        joined.top = top if fresh else (top and joined.top and max(joined.top, top))
         for node in members:
-            self.where[node] = cls
+            self.where[node] = joined
 
     def _leave(self, node: TimelineNode, tick: datetime) -> str:
         cls = self.where.pop(node.name)
-        win = self.wins[cls.window]
-        del cls.members[node.name]
+        name = rules.window_name(cls.view(node.name), self.hold)
+        win = self.wins[name]
+        created = cls.members.pop(node.name)
+        if self.ends.get(node.name):  # a trigger node left: its window's hold may move
+            self._forget(win, node.name, created)
         if cls.top and cls.top[1] == node.name:
             cls.top = None
         if not cls.members:
@@ -491,70 +445,140 @@ class _Replay:
             if last and last.held and last.hold_until and node.deleted < last.hold_until:  # type: ignore[operator]
                 self.kept.append((node.deleted, last.hold_until, self.group[node.name]))  # type: ignore[arg-type]
         self.present -= 1
+        win.pending.discard(node.name)
+        self.ends.pop(node.name, None)
         del self.group[node.name]
         if not win.classes:
-            del self.wins[cls.window]
-            if cls.window in self.open:
-                self._close(cls.window, tick)
-        return cls.window
+            del self.wins[name]
+            if name in self.open:
+                self._close(name, tick)
+        return name
+
+    def _forget(self, win: _Win, name: str, created: datetime) -> None:
+        """A trigger node left. One older than the start of the last stretch can move every
+        stretch: all nodes are looked at again. One of the chain moves the last stretch only,
+        which still starts at or after that start: the nodes from there are looked at again."""
+        if win.chain:
+            start = created if name == win.chain[0] else self._born(win.chain[0])
+            if created < start:
+                win.chain, win.floor = None, None
+            elif name in win.chain:
+                win.chain, win.floor = None, start
+        elif win.chain is None and win.floor is not None and created < win.floor:
+            win.floor = None
 
     # --- deciding ------------------------------------------------------------------------
 
-    def _events(self, plans: Sequence[Plan]) -> int:
-        """The Events the run records, as a real run counts them (at most MAX_EVENTS)."""
-        transitions = [t for p in plans for t in p.transitions]
-        patches = [patch for p in plans for patch in p.patches]
-        return len(recorded_events(transitions, patches)) if self.options.events else 0
-
-    def _decide(self, name: str, i: int, tick: datetime) -> tuple[int, Plan]:
-        """Decide one window, apply its patches; returns (writes, its plan)."""
+    def _decide(self, name: str, i: int, tick: datetime) -> tuple[rules.Plan, int]:
+        """Decide one window and apply its patches: (its plan, the node writes)."""
         win = self.wins[name]
-        if not self.pooled and not self.options.exact:
-            self._settle(win, tick)
-        views = [cls.view() for cls in win.classes.values()]
-        classes = dict(zip((v.name for v in views), win.classes.values(), strict=True))
-        plan = decide(views, tick, self.hold)
+        plan = rules.decide(self._views(win, tick), tick, self.hold)
         if [w.name for w in plan.windows] != [name]:
             raise SimulationFailed(f"decide() did not keep the nodes of {name} in one window")
         (window,) = plan.windows
-        held = sum(len(classes[d.node].members) for d in plan.decisions if d.held)
-        writes = sum(len(classes[p.node].members) for p in plan.patches)
-        self._apply(win, [(classes[p.node], p) for p in plan.patches])
+        held = sum(len(c.members) for c in {self.where[d.node] for d in plan.decisions if d.held})
+        patches: dict[_Class, Sequence] = {}
+        for patch in plan.patches:  # alike nodes get alike patches: one for each class
+            patches.setdefault(self.where[patch.node], patch.changes)
+        writes = sum(len(c.members) for c in patches)
+        for cls, changes in patches.items():  # as the API server merges them, on every member
+            new = {**cls.annotations, **{k: v for k, v in changes if v is not None}}
+            for key in [k for k, v in changes if v is None]:
+                new.pop(key, None)
+            self.carrying += len(cls.members) * (self.carries(new) - self.carries(cls.annotations))
+            del win.classes[cls.key]
+            cls.annotations = new
+        for cls in patches:  # after all of them: a class that now looks like another joins it
+            if win.classes.setdefault(cls.key, cls) is not cls:
+                self._join(win, cls, cls.members)
         self._period(name, window, held, tick)
         win.last = window
         for moment in (getattr(window, t) for t in _TIMES):
             if isinstance(moment, datetime) and moment > tick:
                 self._due(self.window.index(moment), name)
-        if plan.patches:
+        if patches:
             self._due(i + 1, name)  # its nodes changed: decided again at the next run
-        return writes, plan
+        return plan, writes
 
-    def _settle(self, win: _Win, now: datetime) -> None:
-        """With a cap: the nodes created before the last gap of one hold and one cap (or that
-        long before now) join their classes. A trigger's part in any stretch (its hold, the
-        cap, the free period after it) ends within that span of its creation, so no later
-        stretch depends on which of them are there. With per-node settings, the span is the
-        longest hold plus the longest cap."""
-        span = self.hold.hold_duration + (self.hold.max_hold or timedelta(0))
-        alone = sorted((c for c in win.classes.values() if c.alone), key=lambda c: c.view().created)
-        times = [c.view().created for c in alone] + [now]
-        cut = max((k for k in range(1, len(times)) if times[k] - times[k - 1] >= span), default=0)
-        for cls in alone[:cut]:
-            del win.classes[cls.key]
-            self._join(replace(cls, alone=None, members={}), cls.members, cls.top)
+    def _views(self, win: _Win, now: datetime) -> list[rules.NodeView]:
+        """What decide() is given for a window: in the exact replay, every node. Otherwise
+        one node of each class and the nodes its hold depends on (`_chain`), found among
+        those of the last decision and the new arrivals while that is enough (see _Win),
+        else among all. That these give decide() the window that the nodes the chain was
+        found among give is checked each time; where not, decide() sees all the nodes."""
+        if self.options.exact:
+            return [c.view(c.youngest()) for c in win.classes.values()]
+        if sum(len(c.members) for c in win.classes.values()) <= FEW:
+            win.chain = win.floor = None  # a chain would hardly be shorter: it sees them all
+            return self._pick(win, win.nodes())
+        if win.chain is None:
+            floor = win.floor
+            base = [n for n in win.nodes() if floor is None or self._born(n) >= floor]
+        else:
+            base = [*win.chain, *win.pending]
+        win.pending = set()
+        self._probe([n for n in base if n not in self.ends], now)
+        triggers = sorted((n for n in base if self.ends[n]), key=lambda n: (self._born(n), n))
+        win.chain = []
+        if not triggers:  # no node starts a hold: which of them decide() sees changes nothing
+            return self._pick(win, [])
+        whole = self._light(triggers, now)
+        win.chain = self._chain(triggers, whole)
+        views = self._pick(win, win.chain)
+        if _shape(self._light([v.name for v in views], now)) != _shape(whole):
+            views = self._pick(win, win.nodes())
+        return views
 
-    def _apply(self, win: _Win, patches: Sequence[tuple[_Class, NodePatch]]) -> None:
-        """Each patch's changes on every member of its class."""
-        for cls, patch in patches:
-            new = _changed(cls.annotations, patch)
-            self.carrying += len(cls.members) * (self.carries(new) - self.carries(cls.annotations))
-            del win.classes[cls.key]
-            cls.annotations = new
-        for cls, _ in patches:  # after all of them: a class that now looks like another joins it
-            if win.classes.setdefault(cls.key, cls) is not cls:
-                self._join(cls, cls.members, cls.top)
+    def _pick(self, win: _Win, names: Sequence[str]) -> list[rules.NodeView]:
+        """The views of `names`, and of one node of each class not among them: its youngest
+        if that came after the first of `names` (the start of the last stretch: then it
+        cannot move that stretch), else its first (an early node is the least likely to)."""
+        chosen = {self.where[n] for n in names}
+        start = self._born(names[0]) if names else None
+        views = [self.where[n].view(n) for n in dict.fromkeys(names)]
+        for cls in (c for c in win.classes.values() if c not in chosen):
+            name = cls.youngest()
+            early = start is not None and cls.members[name] < start
+            views.append(cls.view(next(iter(cls.members)) if early else name))
+        return views
 
-    def _period(self, name: str, window: HoldWindow, held: int, tick: datetime) -> None:
+    def _born(self, name: str) -> datetime:
+        return self.where[name].members[name]
+
+    def _light(self, names: Sequence[str], now: datetime) -> rules.HoldWindow:
+        """decide's window of these nodes of one window, from their creation times."""
+        views = [self.where[n].view(n, light=True) for n in names]
+        (window,) = rules.decide(views, now, self.hold).windows
+        return window
+
+    def _probe(self, names: Sequence[str], now: datetime) -> None:
+        """When a hold that each of these nodes alone starts would end, as decide() says
+        (None: the node starts no hold): its own hold, whatever the rule reads it from.
+        Asked in node scope, where each node is a window of its own: one call for all."""
+        alone = replace(self.hold, scope=Scope.NODE)
+        views = [self.where[n].view(n, light=True) for n in names]
+        named = {rules.window_name(v, alone): v.name for v in views}
+        for window in rules.decide(views, now, alone).windows if views else ():
+            self.ends[named[window.name]] = window.hold_until
+
+    def _chain(self, triggers: Sequence[str], whole: rules.HoldWindow) -> list[str]:
+        """The start of the last stretch, then, while the hold goes on, the node that carries
+        it furthest, then the youngest node. Any of the other nodes may go away without
+        changing the hold these give: they arrived while it held and end before it does."""
+        start = next(n for n in triggers if self._born(n) == whole.stretch_start)
+        chain, reach, best = [start], self.ends[start], None
+        for name in triggers[triggers.index(start) + 1 :]:
+            created, end = self._born(name), self.ends[name]
+            if created >= reach and best is not None:  # type: ignore[operator]
+                chain.append(best)
+                reach, best = self.ends[best], None
+            if created >= reach:  # type: ignore[operator]
+                break  # the stretch ended (or was capped): later nodes start nothing it holds
+            if end > reach and (best is None or end > self.ends[best]):  # type: ignore[operator]
+                best = name
+        return [*chain, *([best] if best else []), whole.youngest]  # type: ignore[list-item]
+
+    def _period(self, name: str, window: rules.HoldWindow, held: int, tick: datetime) -> None:
         period = self.open.get(name)
         if window.held:
             if period is None:
@@ -641,27 +665,26 @@ class Asked:
 
 
 def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Simulation:
-    """Check the replay options and read the timeline; ConfigError says what is wrong."""
+    """Check the replay options and read the timeline; ConfigError says what is wrong.
+    The configurations: the primary one first, then each different column once."""
     if asked.sweep is not None and asked.compare.strip():
         raise ConfigError("--sweep and --compare: give one of them (a sweep is its own table)")
     if asked.sweep is not None:
         columns = parse_compare(asked.sweep or SWEEP, base, "--sweep", MAX_SWEEP)
     else:
         columns = parse_compare(asked.compare, base)
-    holds = configurations(base, columns)
-    interval = asked.interval
-    if interval < MIN_INTERVAL or interval.total_seconds() % 1:
+    holds = [base]
+    for hold in columns:
+        if describe(hold) not in {describe(h) for h in holds}:
+            holds.append(hold)
+    if asked.interval.total_seconds() % 1:
         raise ConfigError("--interval: use whole seconds, at least 10s (the CronJob runs every 1m)")
-    start, end = _moment(asked.start, "--start"), _moment(asked.end, "--end")
+    moments = []
+    for raw, option in ((asked.start, "--start"), (asked.end, "--end")):
+        try:
+            moments.append(None if raw is None else parse_time(raw))
+        except ValueError as exc:
+            raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
     timeline = load_timeline(list(paths))
-    window = replay_window(timeline, holds, interval, start, end, asked.last)
+    window = replay_window(timeline, holds, asked.interval, *moments, asked.last)
     return Simulation(timeline, window, holds, asked.sweep is not None)
-
-
-def _moment(raw: str | None, option: str) -> datetime | None:
-    if raw is None:
-        return None
-    try:
-        return parse_time(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None

@@ -1,19 +1,16 @@
 """Node timelines for `node-holder simulate`: which nodes existed when, read from files.
 
-Formats (docs/simulate.md has examples):
-- YAML or JSON: `nodes: [{name, created, deleted, labels, annotations}]`, optional
-  `start:`/`end:`;
-- CSV: a header `name,created,deleted,labels`, labels written `k=v;k2=v2`;
-- kubectl's own JSON or YAML output, so a cluster's data needs no conversion:
-  `kubectl get nodes -o json` (NodeList or List of Node), Karpenter
-  `kubectl get nodeclaims -o json`, and node Events
-  (`kubectl get events -A --field-selector involvedObject.kind=Node -o json`).
+Formats (docs/simulate.md has examples): YAML or JSON `nodes: [{name, created, deleted,
+labels, annotations}]` with optional `start:`/`end:`; CSV with a header
+`name,created,deleted,labels` (labels written `k=v;k2=v2`); and kubectl's own JSON or YAML
+output, so a cluster's data needs no conversion: `kubectl get nodes -o json` (NodeList or
+List), Karpenter `kubectl get nodeclaims -o json` and node Events.
 
 Every problem is one TimelineError line `FILE:LINE: what is wrong; how to fix` (exit 2).
-Each format turns its records into fields that know where they sit (a path in the
-document, or a CSV row), and one function checks them all. Lines come from the parser
-(YAML marks, JSON `lineno`, CSV rows); for a bad value found later, the file is composed
-again as YAML (JSON is YAML too) and the path (`nodes[3].created`) is looked up there.
+Each format turns its records into fields that know where they sit (a path in the document,
+or a CSV line), and one function checks them all. Syntax errors come with their line from
+the parser; for a bad value in YAML or JSON, the file is composed again as YAML (JSON is
+YAML too) and the path (`nodes[3].created`) looked up there.
 """
 
 from __future__ import annotations
@@ -26,14 +23,14 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from reconcile.rule.names import label_value_problem, qualified_name_problem
-from reconcile.rule.settings import ConfigError
+from reconcile.rule.names import DNS_SUBDOMAIN, label_value_problem, qualified_name_problem
+from reconcile.rule.settings import ConfigError, format_time
 
 CSV_COLUMNS = ("name", "created", "deleted", "labels")
 ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")
@@ -41,9 +38,9 @@ TOP_KEYS = ("nodes", "start", "end", "description")
 REGISTERED = frozenset({"RegisteredNode"})  # node lifecycle controller: "Registered Node x"
 REMOVED = frozenset({"RemovingNode", "DeletingNode"})  # "Removing Node x from Controller"
 TIME_EXAMPLE = "2024-05-14T08:30:00Z"
-_NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_EARLIEST, _LATEST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
 
-Where = tuple[str | int, ...]  # where a value sits in the document: ("nodes", 3, "created")
+Where = tuple[str | int, ...]  # where a value sits: ("nodes", 3, "created"), or (CSV line, key)
 Fields = dict[str, tuple[Any, Where]]  # a record's raw values, each with where it sits
 
 
@@ -67,10 +64,9 @@ class TimelineNode:
 
     def overlaps(self, other: TimelineNode) -> bool:
         """Whether two lives with the same name overlap (so they are the same node)."""
-        lo, hi = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
-        return (self.created or lo) < (other.deleted or hi) and (other.created or lo) < (
-            self.deleted or hi
-        )
+        return (self.created or _EARLIEST) < (other.deleted or _LATEST) and (
+            other.created or _EARLIEST
+        ) < (self.deleted or _LATEST)
 
 
 @dataclass(frozen=True)
@@ -85,19 +81,32 @@ class Timeline:
 
 
 class _Problem(Exception):
-    """A bad value at `where`; turned into `FILE:LINE: message` once the line is known."""
+    """A bad value at `where`; turned into `FILE:LINE: message` once the line is known.
+    For a duplicate, `first` is where the name appeared before (`{first}` in the message)."""
 
     def __init__(self, where: Where, message: str, first: Where | None = None) -> None:
         super().__init__(message)
-        self.where = where
-        self.message = message
-        self.first = first  # for duplicates: where the name appeared before
+        self.where, self.message, self.first = where, message, first
 
 
 def iso(moment: datetime) -> str:
-    """RFC 3339 UTC, with a fraction of a second only when there is one."""
-    fraction = f".{moment.microsecond:06d}".rstrip("0") if moment.microsecond else ""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
+    """RFC 3339 UTC, to the millisecond where a file's time has a fraction."""
+    return format_time(moment, fraction=bool(moment.microsecond))
+
+
+def parse_time(raw: Any) -> datetime:
+    """An RFC 3339 time with a zone (Z or an offset), as UTC; ValueError says why not.
+    (The YAML loader keeps times as text, so every time comes here as text.)"""
+    text = raw.strip() if isinstance(raw, str) else ""
+    try:
+        if not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}", text):
+            raise ValueError(text)
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise ValueError("is not an RFC 3339 time") from None
+    if moment.tzinfo is None:
+        raise ValueError("has no time zone (add Z for UTC)")
+    return moment.astimezone(UTC)
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -106,78 +115,67 @@ def iso(moment: datetime) -> str:
 def load_timeline(paths: Sequence[str]) -> Timeline:
     """Read and merge timeline files (`-` is standard input)."""
     parsed = [parse_text(*_read(path)) for path in paths]
-    nodes = _merge(n for p in parsed for n in p.nodes)
     sources = tuple("<stdin>" if p == "-" else p for p in paths)
+    nodes = _merge(n for p in parsed for n in p.nodes)
     if not nodes:
         raise TimelineError(
             f"{', '.join(sources)}: no nodes in the timeline; list at least one node "
             "(see docs/simulate.md)"
         )
-    starts = [p.start for p in parsed if p.start]
-    ends = [p.end for p in parsed if p.end]
     return Timeline(
-        nodes=tuple(
-            sorted(nodes, key=lambda n: (n.created or datetime.min.replace(tzinfo=UTC), n.name))
-        ),
+        nodes=tuple(sorted(nodes, key=lambda n: (n.created or _EARLIEST, n.name))),
         sources=sources,
-        start=min(starts, default=None),
-        end=max(ends, default=None),
+        start=min((p.start for p in parsed if p.start), default=None),
+        end=max((p.end for p in parsed if p.end), default=None),
         notes=tuple(note for p in parsed for note in p.notes),
     )
 
 
 def _read(path: str) -> tuple[str, str, str]:
-    """(text, name, format) of one file."""
+    """(text, name, format) of one file: the format from the extension, else the content
+    (JSON starts with `{` or `[`; CSV's first line is a header starting `name,`)."""
     if path == "-":
-        text = sys.stdin.read()
-        return text, "<stdin>", sniff(text)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise TimelineError(
-            f"{path}: no such file; pass a timeline file (YAML, JSON or CSV), "
-            "e.g. reconcile/examples/batch-day.yaml"
-        ) from None
-    except OSError as exc:
-        raise TimelineError(f"{path}: cannot read it ({exc.strerror}); check the path") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise TimelineError(
-            f"{path}:{line}: not UTF-8 text; save the timeline as UTF-8 YAML, JSON or CSV"
-        ) from None
-    suffix = Path(path).suffix.lower()
-    known = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".csv": "csv"}
-    return text, path, known.get(suffix) or sniff(text)
-
-
-def sniff(text: str) -> str:
-    """JSON starts with `{` or `[`; CSV's first line is a header starting `name,`."""
-    stripped = text.lstrip()
-    if stripped[:1] in ("{", "["):
-        return "json"
-    for line in stripped.splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            return "csv" if re.match(r"^\s*\"?name\"?\s*,", line) else "yaml"
-    return "yaml"
+        text, name, fmt = sys.stdin.read(), "<stdin>", ""
+    else:
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise TimelineError(
+                f"{path}: no such file; pass a timeline file (YAML, JSON or CSV), "
+                "e.g. reconcile/examples/batch-day.yaml"
+            ) from None
+        except OSError as exc:
+            raise TimelineError(
+                f"{path}: cannot read it ({exc.strerror}); check the path"
+            ) from None
+        try:
+            text, name = data.decode("utf-8-sig"), path
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            raise TimelineError(
+                f"{path}:{line}: not UTF-8 text; save the timeline as UTF-8 YAML, JSON or CSV"
+            ) from None
+        known = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".csv": "csv"}
+        fmt = known.get(Path(path).suffix.lower(), "")
+    if fmt:
+        return text, name, fmt
+    first = next((s for s in text.splitlines() if s.strip() and s.strip()[0] != "#"), "")
+    if text.lstrip()[:1] in ("{", "["):
+        return text, name, "json"
+    return text, name, "csv" if re.match(r"^\s*\"?name\"?\s*,", first) else "yaml"
 
 
 def parse_text(text: str, name: str, fmt: str) -> Timeline:
     """Parse one file's text (its nodes, start, end and notes; load_timeline() merges the
     files); every problem becomes a TimelineError with its line."""
-    rows: list[int] = []  # CSV: the line of each row read so far
     try:
         if fmt == "csv":
-            return Timeline(_entries(_csv(text, name, rows)))
+            return Timeline(_entries(_csv(text, name)))
         return _interpret(_load_json(text, name) if fmt == "json" else _load_yaml(text, name))
     except _Problem as problem:
-        if fmt == "csv":
-            line_of: Callable[[Where], int | None] = lambda where: rows[where[0]]  # type: ignore[index]  # noqa: E731
-        else:
-            line_of = _lines(text)
-        where = line_of(problem.where)
-        message = problem.message
+        csv_line: Callable[[Where], int] = lambda where: where[0]  # type: ignore[assignment, return-value]  # noqa: E731
+        line_of = csv_line if fmt == "csv" else _lines(text)
+        where, message = line_of(problem.where), problem.message
         if problem.first is not None:
             first = line_of(problem.first)
             message = message.replace("{first}", f"line {first}" if first else "earlier")
@@ -236,17 +234,13 @@ def _lines(text: str) -> Callable[[Where], int | None]:
         node, best = root, (root.start_mark.line + 1 if root is not None else None)
         for step in where:
             if isinstance(node, yaml.MappingNode) and isinstance(step, str):
-                pair = next(
-                    ((k, v) for k, v in node.value if getattr(k, "value", None) == step), None
-                )
+                pair = next(((k, v) for k, v in node.value if k.value == step), None)
                 if pair is None:
                     return best
                 node, best = pair[1], pair[0].start_mark.line + 1
-            elif (
-                isinstance(node, yaml.SequenceNode)
-                and isinstance(step, int)
-                and 0 <= step < len(node.value)
-            ):
+            elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
+                if not 0 <= step < len(node.value):
+                    return best
                 node = node.value[step]
                 best = node.start_mark.line + 1
             else:
@@ -280,19 +274,19 @@ def _interpret(data: Any) -> Timeline:
             "not a timeline: no `nodes:` list and no kubectl `items:`; write "
             "`nodes: [{name, created, deleted, labels}]` (see docs/simulate.md)",
         )
-    unknown = [k for k in data if k not in TOP_KEYS]
-    if unknown:
-        raise _Problem(
-            (str(unknown[0]),),
-            f"unknown key {unknown[0]!r}; a timeline has only {', '.join(TOP_KEYS)}",
-        )
+    _known_keys(data, (), TOP_KEYS, f"; a timeline has only {', '.join(TOP_KEYS)}")
     if not isinstance(data["nodes"], list):
         raise _Problem(("nodes",), "`nodes` must be a list of entries like {name, created}")
-    start = _time(data.get("start"), ("start",))
-    end = _time(data.get("end"), ("end",))
+    start, end = _time(data.get("start"), ("start",)), _time(data.get("end"), ("end",))
     if start and end and end <= start:
         raise _Problem(("end",), f"end {iso(end)} is not after start {iso(start)}; fix one")
     return Timeline(_entries(_fields(data["nodes"], ("nodes",))), (), start, end)
+
+
+def _known_keys(data: dict, where: Where, keys: Sequence[str], fix: str) -> None:
+    unknown = next((k for k in data if k not in keys), None)
+    if unknown is not None:
+        raise _Problem((*where, str(unknown)), f"unknown key {unknown!r}{fix}")
 
 
 def _fields(items: list[Any], base: Where) -> Iterator[Fields]:
@@ -300,12 +294,7 @@ def _fields(items: list[Any], base: Where) -> Iterator[Fields]:
         where = (*base, i)
         if not isinstance(item, dict):
             raise _Problem(where, "each node entry must be a mapping like {name: x, created: T}")
-        unknown = [k for k in item if k not in ENTRY_KEYS]
-        if unknown:
-            raise _Problem(
-                (*where, str(unknown[0])),
-                f"unknown key {unknown[0]!r} in a node entry; use {', '.join(ENTRY_KEYS)}",
-            )
+        _known_keys(item, where, ENTRY_KEYS, f" in a node entry; use {', '.join(ENTRY_KEYS)}")
         yield {key: (item.get(key), (*where, key)) for key in ENTRY_KEYS}
 
 
@@ -340,8 +329,11 @@ def _node(fields: Fields) -> TimelineNode:
             fields["deleted"][1],
             f"deleted {iso(deleted)} is before created {iso(created)}; swap them or fix the times",
         )
-    labels = _labels(*fields["labels"])
-    return TimelineNode(name, created, deleted, labels, _annotations(*fields["annotations"]))
+    labels = _mapping(*fields["labels"], "label", "{karpenter.sh/nodepool: batch}")
+    annotations = _mapping(
+        *fields["annotations"], "annotation", "{karpenter.sh/do-not-disrupt: 'true'}"
+    )
+    return TimelineNode(name, created, deleted, labels, annotations)
 
 
 def _name(raw: Any, where: Where) -> str:
@@ -349,32 +341,13 @@ def _name(raw: Any, where: Where) -> str:
         raise _Problem(where, "node entry has no name; add `name: <node name>`")
     if not isinstance(raw, str):
         raise _Problem(where, f"name {raw!r} is not text; quote it")
-    if len(raw) > 253 or not _NODE_NAME_RE.match(raw):
+    if len(raw) > 253 or not re.fullmatch(DNS_SUBDOMAIN, raw):
         raise _Problem(
             where,
             f"{raw!r} is not a valid node name; use lowercase letters, digits, '-' and '.' "
             "(like ip-10-0-1-2.ec2.internal)",
         )
     return raw
-
-
-def parse_time(raw: Any) -> datetime:
-    """An RFC 3339 time with a zone (Z or an offset), as UTC; ValueError says why not."""
-    if isinstance(raw, date) and not isinstance(raw, datetime):
-        raise ValueError("is a date without a time of day")
-    if isinstance(raw, datetime):
-        moment = raw
-    else:
-        text = raw.strip() if isinstance(raw, str) else ""
-        if not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}", text):
-            raise ValueError("is not an RFC 3339 time")
-        try:
-            moment = datetime.fromisoformat(text.replace("z", "Z"))
-        except ValueError:
-            raise ValueError("is not an RFC 3339 time") from None
-    if moment.tzinfo is None:
-        raise ValueError("has no time zone (add Z for UTC)")
-    return moment.astimezone(UTC)
 
 
 def _time(raw: Any, where: Where, required: bool = False) -> datetime | None:
@@ -391,36 +364,23 @@ def _time(raw: Any, where: Where, required: bool = False) -> datetime | None:
         ) from None
 
 
-def _labels(raw: Any, where: Where) -> dict[str, str]:
+def _mapping(raw: Any, where: Where, kind: str, example: str) -> dict[str, str]:
+    """Labels or annotations: qualified keys, text values (and label values as Kubernetes
+    allows them)."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise _Problem(where, "labels must be a mapping like {karpenter.sh/nodepool: batch}")
+        raise _Problem(where, f"{kind}s must be a mapping like {example}")
     for key, value in raw.items():
-        _check_key(key, value, (*where, str(key)), "label")
-        if problem := label_value_problem(value):
-            raise _Problem((*where, key), f"label {key}={value!r}: the value {problem}")
+        at = (*where, str(key))
+        if not isinstance(key, str) or (problem := qualified_name_problem(key)):
+            why = problem if isinstance(key, str) else "not text"
+            raise _Problem(at, f"{kind} key {key!r} is not valid ({why})")
+        if not isinstance(value, str):
+            raise _Problem(at, f"{kind} {key} has value {value!r}, which is not text; quote it")
+        if kind == "label" and (problem := label_value_problem(value)):
+            raise _Problem(at, f"label {key}={value!r}: the value {problem}")
     return dict(raw)
-
-
-def _annotations(raw: Any, where: Where) -> dict[str, str]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise _Problem(
-            where, "annotations must be a mapping like {karpenter.sh/do-not-disrupt: 'true'}"
-        )
-    for key, value in raw.items():
-        _check_key(key, value, (*where, str(key)), "annotation")
-    return dict(raw)
-
-
-def _check_key(key: Any, value: Any, where: Where, kind: str) -> None:
-    if not isinstance(key, str) or (problem := qualified_name_problem(key)):
-        why = problem if isinstance(key, str) else "not text"
-        raise _Problem(where, f"{kind} key {key!r} is not valid ({why})")
-    if not isinstance(value, str):
-        raise _Problem(where, f"{kind} {key} has value {value!r}, which is not text; quote it")
 
 
 # --- kubectl output ----------------------------------------------------------------------
@@ -435,7 +395,7 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
     default_kind = list_kind.removesuffix("List") if list_kind != "List" else ""
     nodes: list[TimelineNode] = []
     events: list[tuple[datetime, str, str]] = []
-    skipped = ignored = 0
+    claims = ignored = 0
     for i, item in enumerate(items):
         where: Where = ("items", i)
         if not isinstance(item, dict):
@@ -443,30 +403,27 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
         kind = str(item.get("kind") or default_kind)
         if kind in ("Node", "NodeClaim"):
             fields = _kube_fields(item, where, kind)
-            skipped += fields is None
             nodes += [_node(fields)] if fields else []
+            claims += fields is None
         elif kind == "Event":
             event = _node_event(item, where)
-            ignored += event is None
             events += [event] if event else []
+            ignored += event is None
         else:
             raise _Problem(
                 (*where, "kind"),
                 f"kind {kind or '(none)'} is not Node, NodeClaim or Event; use "
                 "`kubectl get nodes -o json`, `kubectl get nodeclaims -o json` or node Events",
             )
-    notes = (
-        [f"{skipped} NodeClaim(s) without status.nodeName left out (no node)"] if skipped else []
-    )
-    if events:
-        lives, unknown = _lives(events)
-        nodes += lives
-        if unknown:
-            notes.append(
-                f"{unknown} node(s) only have a removal Event; they count as existing "
-                "since long before the replay"
-            )
-    elif ignored:
+    notes = [f"{claims} NodeClaim(s) without status.nodeName left out (no node)"] if claims else []
+    lives = _lives(events)
+    nodes += lives
+    if unknown := sum(1 for n in lives if n.created is None):
+        notes.append(
+            f"{unknown} node(s) only have a removal Event; they count as existing "
+            "since long before the replay"
+        )
+    if ignored and not events:
         notes.append(
             f"{ignored} Event(s) ignored: only RegisteredNode, RemovingNode and "
             "DeletingNode on Nodes tell when nodes came and went"
@@ -505,22 +462,24 @@ def _kube_fields(item: dict[str, Any], where: Where, kind: str) -> Fields | None
 
 
 def _node_event(item: dict[str, Any], where: Where) -> tuple[datetime, str, str] | None:
+    """(when, reason, node) of a RegisteredNode, RemovingNode or DeletingNode Event."""
     regarding = item.get("involvedObject") or item.get("regarding") or {}
     reason = str(item.get("reason") or "")
     if regarding.get("kind") != "Node" or reason not in REGISTERED | REMOVED:
         return None
     name = _name(regarding.get("name"), (*where, "involvedObject", "name"))
     keys = ("firstTimestamp", "eventTime") if reason in REGISTERED else ("lastTimestamp",)
-    for key in (*keys, "eventTime", "firstTimestamp"):
-        if item.get(key):
-            return _time(item[key], (*where, key)), reason, name  # type: ignore[return-value]
+    key = next((k for k in (*keys, "eventTime", "firstTimestamp") if item.get(k)), None)
+    if key is not None:
+        return _time(item[key], (*where, key)), reason, name  # type: ignore[return-value]
     meta = item.get("metadata") or {}
     at = (*where, "metadata", "creationTimestamp")
     return _time(meta.get("creationTimestamp"), at, required=True), reason, name  # type: ignore[return-value]
 
 
-def _lives(events: list[tuple[datetime, str, str]]) -> tuple[list[TimelineNode], int]:
-    """Pair each RegisteredNode with the next removal of that name; (lives, removals alone)."""
+def _lives(events: list[tuple[datetime, str, str]]) -> list[TimelineNode]:
+    """Pair each RegisteredNode with the next removal of that name (a removal alone: a node
+    from before the Events, created None)."""
     registered: dict[str, datetime] = {}
     nodes: list[TimelineNode] = []
     for when, reason, name in sorted(events, key=lambda e: (e[0], e[2])):
@@ -528,8 +487,7 @@ def _lives(events: list[tuple[datetime, str, str]]) -> tuple[list[TimelineNode],
             registered.setdefault(name, when)
         else:
             nodes.append(TimelineNode(name, registered.pop(name, None), when))
-    unknown = sum(1 for n in nodes if n.created is None)
-    return nodes + [TimelineNode(name, created) for name, created in registered.items()], unknown
+    return nodes + [TimelineNode(name, created) for name, created in registered.items()]
 
 
 def _merge(nodes: Iterable[TimelineNode]) -> list[TimelineNode]:
@@ -557,49 +515,44 @@ def _merge(nodes: Iterable[TimelineNode]) -> list[TimelineNode]:
 # --- CSV -----------------------------------------------------------------------------------
 
 
-def _csv(text: str, name: str, rows: list[int]) -> Iterator[Fields]:
-    """Each row as fields (`where` is the row's number: `rows` has its line)."""
+def _csv(text: str, name: str) -> Iterator[Fields]:
+    """Each row as fields; `where` starts with the row's line (comments and blanks count)."""
     lines = [line if not line.lstrip().startswith("#") else "" for line in text.splitlines()]
     reader = csv.reader(io.StringIO("\n".join(lines)))
     header: list[str] | None = None
+    fix = f"the header must be `{','.join(CSV_COLUMNS)}` (deleted and labels may be left out)"
     try:
         for row in reader:
+            line = reader.line_num
             if not any(cell.strip() for cell in row):
                 continue
             if header is None:
                 header = [cell.strip().lower() for cell in row]
-                _check_header(header, name, reader.line_num)
+                unknown = [c for c in header if c not in CSV_COLUMNS]
+                missing = [c for c in ("name", "created") if c not in header]
+                if unknown or missing:
+                    what = (
+                        f"unknown column {unknown[0]!r}" if unknown else f"no {missing[0]!r} column"
+                    )
+                    raise TimelineError(f"{name}:{line}: {what}; {fix}")
                 continue
             if len(row) > len(header):
                 raise TimelineError(
-                    f"{name}:{reader.line_num}: {len(row)} fields but the header has "
+                    f"{name}:{line}: {len(row)} fields but the header has "
                     f"{len(header)}; quote fields that contain a comma"
                 )
-            rows.append(reader.line_num)
-            i = len(rows) - 1
             cells = dict(zip(header, (c.strip() for c in row), strict=False))
             labels = {}
             for part in filter(None, (p.strip() for p in cells.get("labels", "").split(";"))):
                 key, eq, value = part.partition("=")
                 if not eq:
-                    raise _Problem((i,), f"label {part!r} has no '='; write labels as k=v;k2=v2")
+                    raise _Problem((line,), f"label {part!r} has no '='; write labels as k=v;k2=v2")
                 labels[key.strip()] = value.strip()
-            fields = {key: (cells.get(key) or None, (i, key)) for key in CSV_COLUMNS}
-            yield {**fields, "labels": (labels, (i, "labels")), "annotations": (None, (i,))}
+            fields = {key: (cells.get(key) or None, (line, key)) for key in CSV_COLUMNS}
+            yield {**fields, "labels": (labels, (line, "labels")), "annotations": (None, (line,))}
     except csv.Error as exc:
         raise TimelineError(f"{name}:{reader.line_num}: not valid CSV: {exc}") from None
     if header is None:
         raise TimelineError(
             f"{name}:1: empty CSV; start with the header line `{','.join(CSV_COLUMNS)}`"
-        )
-
-
-def _check_header(header: list[str], name: str, line: int) -> None:
-    unknown = [c for c in header if c not in CSV_COLUMNS]
-    missing = [c for c in ("name", "created") if c not in header]
-    if unknown or missing:
-        what = f"unknown column {unknown[0]!r}" if unknown else f"no {missing[0]!r} column"
-        raise TimelineError(
-            f"{name}:{line}: {what}; the header must be `{','.join(CSV_COLUMNS)}` "
-            "(deleted and labels may be left out)"
         )

@@ -1,6 +1,7 @@
-"""The replay skips runs where nothing can change and decides alike nodes once: every figure
-must be the one the run-by-run replay gives (`exact=True`: every window decided with every
-node at every run), on the bundled day, on generated days, and on random timelines."""
+"""The replay skips runs where nothing can change, decides alike nodes once and, with a cap,
+gives decide() only the nodes a window's hold depends on: every figure must be the one the
+run-by-run replay gives (`exact=True`: every window decided with every node at every run), on
+the bundled day, on generated days, and on random timelines, with and without --max-hold."""
 
 from __future__ import annotations
 
@@ -143,6 +144,115 @@ def test_random_timelines_give_the_same_figures(raw: list[Any], holds: list[Hold
         end=T0 + timedelta(hours=2),
     )
     both(timeline, holds or [hold()])
+
+
+def test_busy_days_with_the_charts_two_hour_cap_give_the_same_figures(tmp_path: Path) -> None:
+    """The chart's default (`holdMaxDuration: 2h`, triggers from NodePools) on a day whose
+    bursts never leave a quiet spell of a hold and a cap, and on a day of a kubectl-like
+    cluster where new nodes come every few minutes and stay."""
+    path = tmp_path / "day.yaml"
+    path.write_text(generate_day.render(2))
+    pools = parse_selector(POOL)
+    holds = [
+        hold(20, scope, cap=120, trigger_selector=pools) for scope in (Scope.CLUSTER, Scope.GROUP)
+    ]
+    fast = both(load_timeline([str(path)]), holds)
+    assert all(r.periods and r.removed_while_held for r in fast.results)
+    rng = random.Random(23)
+    old = [
+        TimelineNode(f"old-{i}", T0 - timedelta(days=2 + i), None, {POOL: "x"}) for i in range(30)
+    ]
+    new: list[TimelineNode] = []
+    moment = T0
+    while moment < T0 + timedelta(hours=8):
+        moment += timedelta(minutes=rng.uniform(2, 15))
+        gone = moment + timedelta(hours=2) if rng.random() < 0.1 else None
+        new.append(TimelineNode(f"new-{len(new)}", moment, gone, {POOL: rng.choice("ab")}))
+    timeline = Timeline(tuple(old + new), ("kubectl",), start=T0, end=T0 + timedelta(hours=9))
+    fast = both(timeline, [hold(20, cap=120), hold(5, Scope.GROUP, cap=30)])
+    capped = fast.results[0].periods
+    assert len(capped) >= 3 and sum(p.extended for p in capped) > 10
+    assert max(p.duration(T0 + timedelta(hours=9)) for p in capped) <= timedelta(hours=2, minutes=1)
+
+
+def at(minute: int, second: int = 0) -> datetime:
+    return T0 + timedelta(minutes=minute, seconds=second)
+
+
+def hour(nodes: list[TimelineNode]) -> Timeline:
+    ordered = tuple(sorted(nodes, key=lambda n: (n.created, n.name)))
+    return Timeline(ordered, ("hour",), start=T0, end=T0 + timedelta(hours=1))
+
+
+def periods(result: Result) -> list[tuple[str, str | None]]:
+    return [(f"{p.start:%H:%M}", p.end and f"{p.end:%H:%M}") for p in result.periods]
+
+
+def test_an_early_node_of_a_capped_stretch_leaving_moves_the_stretches_after_it() -> None:
+    """10m holds capped at 20m: the stretch from 00:00 is capped at 00:20, the window is free
+    until 00:30 and a stretch starts at 00:31. When a0 leaves at 00:33:30, the first stretch
+    starts at 00:03:30, its free period ends at 00:33:30, and the nodes of 00:31 no longer
+    start one: the hold ends at once. The replay must look at the nodes before 00:31 again."""
+    first = [TimelineNode("a0", at(0), at(33, 30))]
+    first += [TimelineNode(f"a{i}", at(4 * i - 1, 30)) for i in range(1, 7)]
+    second = [TimelineNode(f"b{i}", at(31, 20 * i)) for i in range(4)]
+    (result,) = both(hour(first + second), [hold(10, cap=20)]).results
+    assert periods(result) == [("00:00", "00:20"), ("00:31", "00:34")]
+
+
+def test_a_node_alone_in_its_class_before_the_stretch_that_holds_does_not_move_it() -> None:
+    """x arrives in the free period after a capped stretch, with an annotation of its own: it
+    is the only node of its class, so decide() sees it, but its creation must not start the
+    stretch that begins at 00:31 (it would end at 00:45 instead of 00:51)."""
+    first = [TimelineNode(f"a{i}", at(4 * i)) for i in range(5)]
+    x = TimelineNode("x", at(25), None, {}, {"team": "x"})
+    second = [TimelineNode(f"b{i}", at(31 + 3 * i)) for i in range(7)]
+    (result,) = both(hour([*first, x, *second]), [hold(10, cap=20)]).results
+    assert periods(result) == [("00:00", "00:20"), ("00:31", "00:51")]
+
+
+BURST = st.tuples(
+    st.integers(-200, 170),  # the minute it starts (before the replay: there from the start)
+    st.integers(1, 6),  # nodes
+    st.one_of(st.none(), st.integers(3, 90)),  # lifetime in minutes (None: to the end)
+    st.sampled_from([None, "a", "b"]),  # NodePool
+    st.sampled_from([{}, {}, {}, {KEY: "false"}, {KEY: "true"}, {"team": "x"}]),  # its first's
+)
+CAPPED = st.builds(
+    hold,
+    st.sampled_from([5, 10, 20]),
+    st.sampled_from(list(Scope)),
+    st.sampled_from([None, 20, 25, 40, 60]),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(BURST, min_size=1, max_size=10), st.lists(CAPPED, min_size=1, max_size=2), st.randoms()
+)
+def test_random_bursts_with_caps_give_the_same_figures(
+    bursts: list[Any], holds: list[HoldSettings], rng: random.Random
+) -> None:
+    """Bursts of up to six nodes a few seconds apart, some deleted, some with a hand-set
+    annotation: windows with more nodes since their last quiet spell than decide() is
+    given, and classes that have no node among those."""
+    nodes = []
+    for b, (minute, count, life, pool, hand) in enumerate(bursts):
+        for j in range(count):
+            created = T0 + timedelta(minutes=minute, seconds=rng.randint(0, 150))
+            deleted = created + timedelta(minutes=life + j) if life else None
+            labels = {POOL: pool} if pool else {}
+            nodes.append(
+                TimelineNode(f"n{b}-{j}", created, deleted, labels, hand if j == 0 else {})
+            )
+    holds = [h for h in holds if h.max_hold is None or h.max_hold >= h.hold_duration]
+    timeline = Timeline(
+        tuple(sorted(nodes, key=lambda n: (n.created, n.name))),
+        ("bursts",),
+        start=T0,
+        end=T0 + timedelta(hours=3),
+    )
+    both(timeline, holds or [hold(cap=30)])
 
 
 def test_a_run_records_at_most_ten_events_in_both_replays() -> None:

@@ -15,16 +15,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2024, 5, 14, tzinfo=UTC)
-CAPPED = ("--max-hold", "1h", "--compare", "10m,40m")
+NODE_SCOPE = ("--hold-scope", "node", "--max-hold", "1h", "--compare", "10m,40m")
 
 
 def big_timeline(path: Path) -> None:
-    """2,000 old nodes and a new one every minute for a day. With a cap, the nodes since
-    the last quiet spell are decided one by one, and there is none: a minute or more."""
+    """2,000 old nodes and a new one every 30 seconds for a week, each its own hold window:
+    several seconds per configuration."""
     old = [{"name": f"old-{i}", "created": "2024-05-01T00:00:00Z"} for i in range(2000)]
     new = [
-        {"name": f"new-{i}", "created": (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")}
-        for i in range(1440)
+        {
+            "name": f"new-{i}",
+            "created": (T0 + timedelta(seconds=30 * i)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        for i in range(2 * 60 * 24 * 7)
     ]
     path.write_text(json.dumps({"start": "2024-05-14T00:00:00Z", "nodes": old + new}))
 
@@ -34,7 +37,7 @@ def test_ctrl_c_stops_a_long_replay_within_a_second_with_exit_130(tmp_path: Path
     path = tmp_path / "big.json"
     big_timeline(path)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "reconcile", "simulate", str(path), *CAPPED],
+        [sys.executable, "-m", "reconcile", "simulate", str(path), *NODE_SCOPE],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -44,7 +47,7 @@ def test_ctrl_c_stops_a_long_replay_within_a_second_with_exit_130(tmp_path: Path
     try:
         # Progress shows once the replay has run for two seconds: it is mid-replay now.
         first = proc.stderr.readline()  # type: ignore[union-attr]
-        assert first.startswith("simulate: configuration 1/3 (20m/max=1h): "), first
+        assert first.startswith("simulate: configuration "), first
         signalled = time.monotonic()
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=30)
