@@ -47,8 +47,8 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        nodes_ok = self.applied is None or not self.applied.failed
-        return not self.missing and not self.pools.failed and nodes_ok
+        failed = self.pools.failed or (self.applied is not None and self.applied.failed)
+        return not self.missing and not failed
 
 
 def run_once(
@@ -83,9 +83,10 @@ def run_once(
     with _gc_paused():
         listing = read_nodes(kube, hold, run, pool)
         pools = read_pools(kube, hold, run, pool)
-        on_budget = budget.budgeted(pools.views, listing.nodes, hold)
-        plan = decide(listing.nodes, listing.now, hold, run.mode, on_budget)
-        pools = replace(pools, patches=budget.decide_pools(pools.views, plan))
+        hold = replace(hold, budgeted=budget.budgeted(pools.views, listing.nodes, hold))
+        plan = decide(listing.nodes, listing.now, hold, run.mode)
+        patches = tuple(filter(None, (budget.decide_pool(p, plan) for p in pools.views)))
+        pools = replace(pools, patches=patches)
     missing = tuple(sorted(set(run.only) - {d.node for d in plan.decisions}))
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
     if run.dry_run:
@@ -94,8 +95,8 @@ def run_once(
     pools = apply_pools(pools, plan, kube, pool, on_result or (lambda _: None))
     applied = apply_plan(plan, kube, pool, on_result)
     landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
-    changed = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]
-    on_pools = [t for t in changed if t][:MAX_EVENTS]  # the run's bound, for NodePools too
+    done = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]
+    on_pools = [t for t in done if t][:MAX_EVENTS]  # the run's bound, for NodePools too
     transitions = [*on_pools, *recorded_events(plan.transitions, landed)]
     events, event_errors = record_events(kube, plan, transitions, run, pool, describe)
     return RunResult(

@@ -262,10 +262,9 @@ MECHANISM = Setting(
     "--mechanism",
     "NODE_HOLDER_MECHANISM",
     choice(s.Mechanism),
-    "How a hold reaches Karpenter: annotation on every held node; budget: one disruption "
-    "budget entry on each held Karpenter v1 NodePool (one write per NodePool; cluster scope, "
-    "or group scope by karpenter.sh/nodepool, no --node-selector); auto: budgets for nodes of "
-    "a NodePool, annotations for every other node.",
+    "annotation: on every held node; budget: a disruption budget entry on each held Karpenter "
+    "v1 NodePool (cluster scope, or group by karpenter.sh/nodepool; no --node-selector); auto: "
+    "budgets for NodePools' nodes, annotations for every other node.",
     "annotation",
 )
 CLOCK = Setting(

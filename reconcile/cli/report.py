@@ -152,31 +152,6 @@ def pool_json(patch: PoolPatch, result: PoolResult | None = None) -> dict[str, A
     return entry | {key: value for key, value in facts.items() if value}
 
 
-def pool_warnings(result: RunResult) -> list[str]:
-    """Entries someone else removed (said once a run), NodePools not read or not there."""
-    pools, mechanism = result.pools, result.plan.hold.mechanism
-    found = []
-    if pools.unreadable:
-        found.append(
-            f"NodePools not read ({pools.unreadable}): budget entries node-holder added with "
-            "--mechanism budget or auto, if any, stay"
-        )
-    if mechanism.budgets and not pools.served and result.plan.mode is Mode.RECONCILE:
-        held = "no node is held" if mechanism is Mechanism.BUDGET else "all held by annotations"
-        found.append(
-            f"--mechanism {mechanism}: this cluster serves no karpenter.sh/v1 NodePools: {held}"
-        )
-    if reverted := [p.name for p in pools.views if p.reverted]:
-        auto = mechanism is Mechanism.AUTO
-        then = "its nodes get hold annotations until the hold ends" if auto else "added again"
-        found.append(
-            f"nodepool/{_names(reverted)}: node-holder's budget entry was removed or changed by "
-            f"someone else (a GitOps tool restoring the NodePool?); {then}; tell the GitOps "
-            "tool to leave it alone (docs/design.md#gitops)"
-        )
-    return found
-
-
 def _pool_counts(result: RunResult) -> dict[str, int]:
     """NodePools by what happened to their entry (a dry run: would happen), and the failed."""
     done = [r.patch for r in result.pools.results if r.outcome is Outcome.PATCHED]
@@ -188,11 +163,16 @@ def _pool_counts(result: RunResult) -> dict[str, int]:
 def pool_summary(result: RunResult) -> list[str]:
     """One line on the NodePools, where a run used or changed them."""
     plan, pools = result.plan, result.pools
-    if not (plan.hold.mechanism.budgets and plan.mode is Mode.RECONCILE) and not pools.patches:
+    used = plan.hold.mechanism.budgets and plan.mode is Mode.RECONCILE
+    mechanism = f" (mechanism {plan.hold.mechanism})" if used else ""
+    if not used and not pools.patches:
         return []
+    if not pools.views:  # none, or no NodePool CRD at all (404)
+        budget = plan.hold.mechanism is Mechanism.BUDGET
+        held = "no node is held" if budget else "every node is held by annotations"
+        return [f"no NodePools{mechanism}: {held}"]
     verb = "would be " if result.dry_run else ""
     counts = [f"{n} {verb}{_POOL_DONE.get(a, a)}" for a, n in _pool_counts(result).items()]
-    mechanism = f" (mechanism {plan.hold.mechanism})" if plan.mode is Mode.RECONCILE else ""
     return [
         f"{len(pools.views)} NodePools{mechanism}, {sum(1 for p in pools.views if p.entry)} with "
         f"node-holder's budget entry before this run; entries: {', '.join(counts) or 'unchanged'}"
@@ -248,13 +228,14 @@ def event_message(transition: Transition, plan: Plan) -> str:
             f"{nodes} node(s) in all (one run records at most {MAX_EVENTS} Events)"
         )
     until = _time(window.hold_until) or "-"
-    pool = transition.kind == "NodePool"
+    verb = "removed from" if transition.reason is Reason.ENDED else "added to"
+    what = f"hold annotation {verb} {nodes} node(s)"
+    if transition.kind == "NodePool":
+        what = f"budget entry {verb} NodePool {transition.node}"
     if transition.reason is not Reason.ENDED:
-        what = f"budget entry on NodePool {transition.node}" if pool else ""
         return (
             f"Hold {transition.reason[4:].lower()} for {window.name} until {until}: youngest "
-            f"node {window.youngest} created {_time(window.youngest_created) or '-'}; "
-            + (what or f"hold annotation added to {nodes} node(s)")
+            f"node {window.youngest} created {_time(window.youngest_created) or '-'}; {what}"
         )
     if plan.mode is Mode.RELEASE:
         why = "released by node-holder release"
@@ -265,10 +246,7 @@ def event_message(transition: Transition, plan: Plan) -> str:
         why = f"youngest node {window.youngest} is older than {age}"
     else:
         why = "no node triggers a hold any more"
-    what = f"budget entry removed from NodePool {transition.node}" if pool else ""
-    return f"Hold ended for {window.name}: {why}; " + (
-        what or f"hold annotation removed from {nodes} node(s)"
-    )
+    return f"Hold ended for {window.name}: {why}; {what}"
 
 
 def _shown(plan: Plan) -> list[HoldWindow]:
@@ -482,10 +460,24 @@ def large_edge(plan: Plan) -> str | None:
 
 
 def warnings(result: RunResult, command: str) -> list[str]:
-    """What stderr says about this run besides errors: settings that select nothing, a hold
-    edge too large, and a dry run's holds left in place (a dry run removes nothing: they stay
+    """What stderr says about this run besides errors: settings that select nothing, NodePools
+    not read or whose entry someone else removed (once a run), a hold edge too large, and a dry
+    run's holds left in place (a dry run removes nothing: they stay
     until a real run or a release)."""
-    found = [*unheeded(result.plan), *pool_warnings(result)]
+    found = unheeded(result.plan)
+    if result.pools.unreadable:
+        found.append(
+            f"NodePools not read ({result.pools.unreadable}): budget entries node-holder added "
+            "with --mechanism budget or auto, if any, stay"
+        )
+    if reverted := [p.name for p in result.pools.views if p.reverted]:
+        auto = result.plan.hold.mechanism is Mechanism.AUTO
+        then = "its nodes get hold annotations until the hold ends" if auto else "added again"
+        found.append(
+            f"nodepool/{_names(reverted)}: node-holder's budget entry was removed or changed by "
+            f"someone else (a GitOps tool restoring the NodePool?); {then}; tell the GitOps "
+            "tool to leave it alone (docs/design.md#gitops)"
+        )
     if edge := large_edge(result.plan):
         found.append(edge)
     if command != "reconcile" or not result.dry_run:
@@ -602,11 +594,7 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
     counted = tally(result)
     windows = sorted(_shown(plan), key=lambda w: not w.held)  # the held ones first
     events = [
-        {
-            "reason": t.reason,
-            t.kind[0].lower() + t.kind[1:]: t.node,
-            "message": event_message(t, plan),
-        }
+        {"reason": t.reason, "node": t.node, "kind": t.kind, "message": event_message(t, plan)}
         for t in result.events
     ]
     data = {
@@ -627,7 +615,6 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
         **_listed("events", events, whole),
         **_listed("revertedNodePools", [p.name for p in result.pools.views if p.reverted], whole),
         "nodePools": {
-            "served": result.pools.served,
             "listed": len(result.pools.views),
             "withEntry": sum(1 for p in result.pools.views if p.entry),
             **_pool_counts(result),

@@ -252,10 +252,6 @@ def write_order(plan: Plan) -> list[NodePatch]:
     return [d.patch for d in patched if d.patch is not None]
 
 
-#: The apiVersion of what an Event can be about.
-_API_VERSIONS = {"Node": "v1", "NodePool": "karpenter.sh/v1"}
-
-
 def record_events(
     kube: Client,
     plan: Plan,
@@ -277,15 +273,11 @@ def record_events(
     sent, errors = [], []
     for transition in transitions:
         where = f"{transition.kind.lower()}/{transition.node}"
-        involved = {
-            "apiVersion": _API_VERSIONS[transition.kind],
-            "kind": transition.kind,
-            "name": transition.node,
-            "uid": transition.node_uid or transition.node,
-        }
         try:
             event = make_event(
-                involved=involved,
+                kind=transition.kind,
+                name=transition.node,
+                uid=transition.node_uid or transition.node,
                 reason=transition.reason,
                 message=describe(transition, plan),
                 at=format_time(plan.now),

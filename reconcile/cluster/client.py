@@ -1,5 +1,4 @@
-"""The calls: a few Node, NodePool, Event, CronJob and Job requests, which know Kubernetes, not
-holds.
+"""The calls: Node, NodePool, Event, CronJob and Job requests, which know Kubernetes, not holds.
 
 Signatures take and give plain values (a node name, a patch body, metadata dicts); nodes
 are read and written as metadata only (no typed models). Each answer is checked to be what
@@ -31,8 +30,7 @@ EVENTS_GRANT = (
     f'the Role "node-holder-events" in namespace "{EVENT_NAMESPACE}" (cronjob/base/rbac.yaml)'
 )
 NODEPOOLS_GRANT = (
-    "get, list, patch on nodepools.karpenter.sh (the chart's value mechanism: budget or auto; "
-    "kustomize: the component cronjob/components/budget-mechanism)"
+    'the ClusterRole "node-holder" with cronjob/components/budget-mechanism (chart: mechanism)'
 )
 HANDOVER_GRANT = (
     "the uninstall hook's Role in charts/karpenter-node-holder (cronjobs get, patch; jobs list)"
@@ -126,15 +124,11 @@ class Client(Transport):
         self, name: str, ops: list[dict[str, Any]] | None = None, *, timeout: float | None = None
     ) -> dict[str, Any]:
         """A NodePool, read or changed by a JSON Patch (RFC 6902: a failed `test` is 422
-        Invalid, and nothing changed); NotFound if there is none."""
+        Invalid, and nothing changed); NotFound if there is none. An unreadable answer to a
+        patch is retried like any fault: its `test` of the resourceVersion fails if it landed."""
         action = Action("patch" if ops else "get", f'nodepool "{name}"', NODEPOOLS_GRANT)
         path = f"{NODEPOOLS}/{quote(name, safe='')}"
-        try:
-            return self._object("PATCH" if ops else "GET", path, action, timeout, ops, JSON_PATCH)
-        except UnreadableAnswer as exc:
-            if ops:
-                raise Unconfirmed(f"{exc}; unknown whether the patch landed") from None
-            raise
+        return self._object("PATCH" if ops else "GET", path, action, timeout, ops)
 
     def create_event(self, event: Mapping[str, Any], *, timeout: float | None = None) -> None:
         """Create a core/v1 Event in its metadata.namespace (see `make_event`)."""
@@ -175,15 +169,11 @@ class Client(Transport):
         return items
 
     def _object(
-        self,
-        method: str,
-        path: str,
-        action: Action,
-        timeout: float | None,
-        patch: Any = None,
-        kind: str = MERGE_PATCH,
+        self, method: str, path: str, action: Action, timeout: float | None, patch: Any = None
     ) -> dict[str, Any]:
-        """A whole object (the hand-over reads specs, status and owners), or a patch."""
+        """A whole object (the hand-over reads specs, status and owners), or a patch: a merge
+        patch (a dict), or a JSON Patch (a list of operations)."""
+        kind = MERGE_PATCH if isinstance(patch, dict) else JSON_PATCH
         headers = {"Content-Type": kind} if patch is not None else {}
         response = self.request(method, path, action, body=patch, headers=headers, timeout=timeout)
         found = _json(response, action)
@@ -196,21 +186,24 @@ def _cronjob_path(namespace: str, name: str) -> str:
     return f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/cronjobs/{quote(name, safe='')}"
 
 
+#: The apiVersion of each kind an Event can be about.
+EVENT_KINDS = {"Node": "v1", "NodePool": "karpenter.sh/v1"}
+
+
 def make_event(
-    *, involved: Mapping[str, str], reason: str, message: str, at: str, instance: str
+    *, kind: str, name: str, uid: str, reason: str, message: str, at: str, instance: str
 ) -> dict[str, Any]:
-    """A Normal core/v1 Event about a cluster-scoped object (`involved`: its apiVersion, kind,
-    name, uid), in the namespace where node events live; `at` is its time as the rule's
-    `format_time` writes it (RFC 3339, to the second)."""
+    """A Normal core/v1 Event about a Node or NodePool, in the namespace where node events
+    live; `at` is its time as the rule's `format_time` writes it (RFC 3339, to the second)."""
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
             # Unique without a clock: two runs in the same second must not collide.
-            "generateName": f"{involved['name']}.",
+            "generateName": f"{name}.",
             "namespace": EVENT_NAMESPACE,
         },
-        "involvedObject": dict(involved),
+        "involvedObject": {"apiVersion": EVENT_KINDS[kind], "kind": kind, "name": name, "uid": uid},
         "reason": reason,
         "message": message,
         "type": "Normal",

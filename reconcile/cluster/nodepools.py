@@ -1,7 +1,5 @@
-"""NodePools for the budget mechanism (reconcile/rule/budget.py): read them, then send each
-change as one JSON Patch; a failed `test` (422: the NodePool changed since it was read) reads it
-again and decides again, as a 409 does for a node.
-"""
+"""NodePools for the budget mechanism (reconcile/rule/budget.py): read them, send each change
+as one JSON Patch; a failed `test` (422) reads it again and decides again, as a 409 on a node."""
 
 from __future__ import annotations
 
@@ -30,7 +28,6 @@ class Pools:
     """The NodePools one run read, the changes it plans on them, and how they landed."""
 
     views: tuple[PoolView, ...] = ()
-    served: bool = False  # the cluster serves karpenter.sh/v1 NodePools, and the run read them
     unreadable: str | None = None  # release without the rights to read them: why
     patches: tuple[PoolPatch, ...] = ()
     results: tuple[PoolResult, ...] = ()
@@ -41,32 +38,25 @@ class Pools:
 
 
 def read_pools(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -> Pools:
-    """Every NodePool, for a run whose mechanism uses budgets and for release (whatever the
-    mechanism: it removes every entry this tool owns). No NodePool API (404): none. A run that
-    needs them and cannot read them changes nothing (ListFailed); release says why and goes on
-    with the nodes."""
-    if run.mode is not Mode.RELEASE and (
-        run.mode is not Mode.RECONCILE or not hold.mechanism.budgets
-    ):
-        return Pools()
+    """Every NodePool, for budgets and for release (whatever the mechanism); no NodePool API
+    (404): none. Unreadable: the run changes nothing (ListFailed); release says why, goes on."""
+    if run.mode is not Mode.RELEASE and not hold.mechanism.budgets:
+        return Pools()  # (pin and unpin: no mechanism)
     try:
         items = pool.retry(lambda timeout: kube.list_nodepools(timeout=timeout), "list nodepools")
     except NotFound:
         return Pools()
-    except Forbidden as exc:
-        if run.mode is Mode.RELEASE:
-            return Pools(unreadable=exc.explain())
-        raise ListFailed(f"cannot list NodePools: {exc.explain()}; nothing was changed") from None
     except (ApiError, TransportError, DeadlineExceeded) as exc:
+        if run.mode is Mode.RELEASE and isinstance(exc, Forbidden):
+            return Pools(unreadable=explain(exc))
         raise ListFailed(f"cannot list NodePools: {explain(exc)}; nothing was changed") from None
-    return Pools(tuple(pool_view(item) for item in items), served=True)
+    return Pools(tuple(pool_view(item) for item in items))
 
 
 def apply_pools(
     pools: Pools, plan: Plan, kube: Client, pool: Pool, on_result: Callable[[PoolResult], None]
 ) -> Pools:
-    """Send each NodePool's patch, one after the other (a cluster has a few); `on_result`
-    sees each result as it lands."""
+    """Each NodePool's patch, one after the other (a few); `on_result` hears each as it lands."""
     results = []
     for patch in pools.patches:
         results.append(_send(patch, plan, kube, pool))

@@ -1,18 +1,14 @@
 """The NodePool-budget mechanism (`--mechanism budget|auto`): which NodePools carry this
-tool's disruption budget entry, the entry, and the JSON Patch that adds, extends or removes
-it. Pure, like the decision whose windows it reads.
+tool's budget entry, the entry, and the JSON Patch that adds, extends or removes it. Pure.
 
 Karpenter v1 consolidates none of a NodePool's nodes while a budget `{nodes: "0", reasons:
-[Empty, Underutilized]}` of it is active: one write per NodePool instead of one per node. The
-entry is active from its schedule (the hold's start, UTC, to the minute) for its duration (to
-the hold's end, rounded up to whole minutes: Karpenter takes h and m only), so Karpenter stops
-honouring it when the hold would end even if node-holder is gone.
-
-Ownership: the annotation ENTRY_KEY on the NodePool is the exact entry (compact JSON, sorted
-keys). The tool changes or removes only that entry, found by value. An annotation whose entry
-is not in the list (a GitOps tool restored the list, or someone edited either) is a revert:
-said once a run, the annotation dropped or refreshed; `budget` adds the entry again, `auto`
-holds that NodePool's nodes with annotations until that hold ends.
+[Empty, Underutilized]}` is active: one write per NodePool, not one per node. The entry is
+active from the hold's start (UTC, to the minute) for the hold's length (rounded up to whole
+minutes), so Karpenter stops honouring it when the hold would end, even if node-holder is gone.
+ENTRY_KEY on the NodePool is the exact entry: only that entry, found by value, is ever changed.
+An annotation whose entry is not in the list (a GitOps tool restored it) is a revert: said,
+the annotation dropped or refreshed; `budget` adds the entry again, `auto` holds that
+NodePool's nodes with annotations until the hold ends.
 """
 
 from __future__ import annotations
@@ -33,6 +29,7 @@ ENTRY_KEY = "node-holder.dev/budget"
 REASONS = ("Empty", "Underutilized")  # consolidation only: drift and expiration go on
 BUDGETS = "/spec/disruption/budgets"
 _KEY_PATH = "/metadata/annotations/" + ENTRY_KEY.replace("~", "~0").replace("/", "~1")
+_EVENTS = {"add": Reason.STARTED, "extend": Reason.EXTENDED, "remove": Reason.ENDED}
 
 
 def budget_entry(start: datetime, until: datetime) -> dict[str, Any]:
@@ -66,35 +63,33 @@ class PoolView:
     budgets: tuple[Any, ...]  # (never missing: the CRD defaults it to [{nodes: "10%"}])
     owned: str | None  # ENTRY_KEY's value
     annotated: bool  # has metadata.annotations at all
-
-    @property
-    def at(self) -> int | None:
-        """Where in the list the entry ENTRY_KEY names is (None: not there)."""
-        entry = _named(self.owned)
-        return next((i for i, b in enumerate(self.budgets) if b == entry), None)
+    at: int | None  # where in the list the entry ENTRY_KEY names is (None: not there)
 
     @property
     def entry(self) -> dict[str, Any] | None:
         """This tool's entry in the list (None: none)."""
-        return _named(self.owned) if self.at is not None else None
+        return self.budgets[self.at] if self.at is not None else None
 
     @property
     def reverted(self) -> bool:
         """The annotation claims an entry the list does not hold (as written)."""
-        return self.owned is not None and self.entry is None
+        return self.owned is not None and self.at is None
 
 
 def pool_view(obj: Mapping[str, Any]) -> PoolView:
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    budgets = (spec.get("disruption") or {}).get("budgets")
+    listed = (spec.get("disruption") or {}).get("budgets")
+    budgets = tuple(listed) if isinstance(listed, list) else ()
     annotations = meta.get("annotations") or {}
+    named = _named(annotations.get(ENTRY_KEY))
     return PoolView(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
-        budgets=tuple(budgets) if isinstance(budgets, list) else (),
+        budgets=budgets,
         owned=annotations.get(ENTRY_KEY),
         annotated=bool(annotations),
+        at=next((i for i, b in enumerate(budgets) if named and b == named), None),
     )
 
 
@@ -129,27 +124,19 @@ class PoolPatch:
         if entry is None:
             ops += [{"op": "remove", "path": f"{BUDGETS}/{at}"}] if at is not None else []
             return [*ops, {"op": "remove", "path": _KEY_PATH}]
-        if at is None:
-            ops.append({"op": "add", "path": f"{BUDGETS}/-", "value": entry})
-        else:
-            ops.append({"op": "replace", "path": f"{BUDGETS}/{at}", "value": entry})
+        where = f"{BUDGETS}/-" if at is None else f"{BUDGETS}/{at}"
+        ops.append({"op": "add" if at is None else "replace", "path": where, "value": entry})
         value = json.dumps(entry, separators=(",", ":"), sort_keys=True)
+        key = {"path": _KEY_PATH, "value": value}
         if not pool.annotated:  # a JSON Patch cannot add a key to a map that is not there
-            return [
-                *ops,
-                {"op": "add", "path": "/metadata/annotations", "value": {ENTRY_KEY: value}},
-            ]
-        return [*ops, {"op": "add", "path": _KEY_PATH, "value": value}]
+            key = {"path": "/metadata/annotations", "value": {ENTRY_KEY: value}}
+        return [*ops, {"op": "add", **key}]
 
     @property
     def transition(self) -> Transition | None:
         """The Event this change records on the NodePool (none for a dropped annotation)."""
-        reason = {"add": Reason.STARTED, "extend": Reason.EXTENDED, "remove": Reason.ENDED}
-        if self.action not in reason:
-            return None
-        return Transition(
-            reason[self.action], self.window, self.pool.name, self.pool.uid, 0, kind="NodePool"
-        )
+        reason, pool = _EVENTS.get(self.action), self.pool
+        return reason and Transition(reason, self.window, pool.name, pool.uid, 0, 0, "NodePool")
 
 
 def window_of(pool: str, plan: Plan) -> HoldWindow:
@@ -162,18 +149,12 @@ def decide_pool(pool: PoolView, plan: Plan) -> PoolPatch | None:
     """The change `pool` needs: the entry while its window is held (by a budget), else none;
     the annotation dropped where it names an entry that is not there."""
     window = window_of(pool.name, plan)
-    on_budget = plan.hold.mechanism is Mechanism.BUDGET or pool.name in plan.budgeted
-    entry = None
-    if plan.mode is Mode.RECONCILE and on_budget and window.held:
-        assert window.stretch_start is not None and window.hold_until is not None
-        entry = budget_entry(window.stretch_start, window.hold_until)
+    on_budget = plan.hold.mechanism is Mechanism.BUDGET or pool.name in plan.hold.budgeted
+    held = plan.mode is Mode.RECONCILE and on_budget and window.held
+    entry = budget_entry(window.stretch_start, window.hold_until) if held else None  # type: ignore[arg-type]
     current = pool.entry
     if entry == current and not pool.reverted:
         return None
     if entry is None:
         return PoolPatch(pool, window, None, "drop" if current is None else "remove")
     return PoolPatch(pool, window, entry, "add" if current is None else "extend")
-
-
-def decide_pools(pools: Sequence[PoolView], plan: Plan) -> tuple[PoolPatch, ...]:
-    return tuple(patch for pool in pools if (patch := decide_pool(pool, plan)) is not None)

@@ -160,7 +160,6 @@ class Plan:
     windows: tuple[HoldWindow, ...]
     decisions: tuple[NodeDecision, ...]
     transitions: tuple[Transition, ...] = ()
-    budgeted: frozenset[str] = frozenset()  # auto: NodePools held by a budget (rule/budget.py)
 
     @property
     def patches(self) -> tuple[NodePatch, ...]:
@@ -190,8 +189,7 @@ class Plan:
         name = window_name(node, self.hold)
         planned = next((w for w in self.windows if w.name == name), None)
         found = planned or _window(name, [node], now, self.hold)
-        window = _stamped(found, [node], now, self.hold)
-        return decide_node(node, window, self.hold, self.mode, now, self.budgeted)
+        return decide_node(node, _stamped(found, [node], now, self.hold), self.hold, self.mode, now)
 
 
 # --- claims and pins ---------------------------------------------------------
@@ -374,16 +372,10 @@ def _stamped(
 
 
 def decide_node(
-    node: NodeView,
-    window: HoldWindow,
-    hold: HoldSettings,
-    mode: Mode,
-    now: datetime,
-    budgeted: frozenset[str] = frozenset(),
+    node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mode, now: datetime
 ) -> NodeDecision:
     """One node's decision: its hold keys and claims, then its stamps, in one patch. A node
-    its NodePool's budget entry holds (`budget`; `auto`: of a NodePool in `budgeted`) is not
-    held by annotations."""
+    its NodePool's budget entry holds (`budget`; `auto`: `hold.budgeted`) gets no annotation."""
     if mode in (Mode.PIN, Mode.UNPIN):
         return _decide_pin(node, hold, mode, now)
     annotations = node.annotations
@@ -392,7 +384,7 @@ def decide_node(
     states = tuple((k, key_state(annotations, k, claims, pins)) for k in keys)
     selected = hold.node_selector.matches(node.labels)
     on_budget = (
-        hold.mechanism is Mechanism.BUDGET or node.labels.get(DEFAULT_GROUP_LABEL) in budgeted
+        hold.mechanism is Mechanism.BUDGET or node.labels.get(DEFAULT_GROUP_LABEL) in hold.budgeted
     )
     held = mode is Mode.RECONCILE and window.held and selected and not (node.deleting or on_budget)
     created = min(node.created, now)
@@ -557,13 +549,9 @@ def recorded_events(
 
 
 def decide(
-    nodes: Sequence[NodeView],
-    now: datetime,
-    hold: HoldSettings,
-    mode: Mode = Mode.RECONCILE,
-    budgeted: frozenset[str] = frozenset(),
+    nodes: Sequence[NodeView], now: datetime, hold: HoldSettings, mode: Mode = Mode.RECONCILE
 ) -> Plan:
-    """The whole decision for one run (`budgeted`: see decide_node)."""
+    """The whole decision for one run."""
     if mode in (Mode.PIN, Mode.UNPIN):
         pins = tuple(_decide_pin(node, hold, mode, now) for node in nodes)
         return Plan(now=now, hold=hold, mode=mode, windows=(), decisions=pins)
@@ -574,8 +562,7 @@ def decide(
         members["cluster"] = []
     windows = {name: _window(name, group, now, hold) for name, group in sorted(members.items())}
     decisions = tuple(
-        decide_node(node, windows[window_name(node, hold)], hold, mode, now, budgeted)
-        for node in nodes
+        decide_node(node, windows[window_name(node, hold)], hold, mode, now) for node in nodes
     )
     uids = {n.name: n.uid for n in nodes}
     return Plan(
@@ -585,5 +572,4 @@ def decide(
         windows=tuple(windows.values()),
         decisions=decisions,
         transitions=_transitions(windows, decisions, uids, hold, mode),
-        budgeted=budgeted,
     )

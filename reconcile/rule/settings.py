@@ -55,8 +55,7 @@ class Output(StrEnum):
 
 
 class Mechanism(StrEnum):
-    """How a hold reaches Karpenter: node annotations, or a budget entry on each held
-    NodePool (reconcile/rule/budget.py); auto: budgets where a NodePool exists."""
+    """How a hold reaches Karpenter: node annotations, or NodePool budgets (rule/budget.py)."""
 
     ANNOTATION = "annotation"
     BUDGET = "budget"
@@ -88,6 +87,8 @@ class HoldSettings:
     node_selector: Selector = EVERYTHING
     max_hold: timedelta | None = None
     mechanism: Mechanism = Mechanism.ANNOTATION
+    #: auto: the NodePools a run holds by their budget entry, not by annotations (rule/budget.py)
+    budgeted: frozenset[str] = frozenset()
 
     @property
     def label_keys(self) -> frozenset[str]:
@@ -389,17 +390,16 @@ def check_max_hold(
 
 def check_mechanism(hold: HoldSettings) -> None:
     """A budget entry holds a whole NodePool: a window must be the cluster or one NodePool."""
-    finer = {
-        "--hold-scope (HOLD_SCOPE) node": hold.scope is Scope.NODE,
-        f"--group-label (HOLD_GROUP_LABEL) {hold.group_label}": hold.scope is Scope.GROUP
-        and hold.group_label != DEFAULT_GROUP_LABEL,
-        f"--node-selector (HOLD_NODE_SELECTOR) {hold.node_selector.text!r}": bool(
-            hold.node_selector.requirements
-        ),
-    }
-    if hold.mechanism.budgets and (why := next((k for k, bad in finer.items() if bad), None)):
+    if hold.scope is Scope.NODE:
+        finer = "--hold-scope (HOLD_SCOPE) node"
+    elif hold.scope is Scope.GROUP and hold.group_label != DEFAULT_GROUP_LABEL:
+        finer = f"--group-label (HOLD_GROUP_LABEL) {hold.group_label}"
+    else:
+        selector = hold.node_selector
+        finer = f"--node-selector (HOLD_NODE_SELECTOR) {selector.text!r}" if selector else ""
+    if hold.mechanism.budgets and finer:
         raise ConfigError(
-            f"--mechanism (NODE_HOLDER_MECHANISM) {hold.mechanism}: {why} holds less than a "
+            f"--mechanism (NODE_HOLDER_MECHANISM) {hold.mechanism}: {finer} holds less than a "
             "whole NodePool, which a budget cannot; use --hold-scope cluster, or group with "
             f"--group-label {DEFAULT_GROUP_LABEL}, and no --node-selector; or --mechanism "
             "annotation"

@@ -590,8 +590,7 @@ class _Replay:
         return [*chain, *([best] if best else []), whole.youngest]  # type: ignore[list-item]
 
     def _nodepools(self, name: str) -> int:
-        """How many NodePools a budget entry of this window goes on: every one (cluster
-        scope), its own (a group by the NodePool label), none (other groups, nodes)."""
+        """NodePools a budget entry of this window goes on: all, its own (a NodePool's group)."""
         if self.hold.scope is Scope.CLUSTER:
             return sum(1 for pool in self.nodepools if pool)
         by_pool = self.hold.scope is Scope.GROUP and self.hold.group_label == POOL_LABEL

@@ -80,7 +80,7 @@ def figures(result: Result, sim: Simulation) -> dict[str, Any]:
             "total": writes,
             "per_run_avg": writes / max(result.runs, 1),
             "per_run_max": max(result.writes, default=0),
-            "nodepools_budget": None if hold.scope.value == "node" else result.budget_writes,
+            "nodepools_budget": result.budget_writes,
         },
         "events": result.events,
         "requests": result.requests,
@@ -231,14 +231,10 @@ _ROWS: tuple[tuple[str, Callable[[dict[str, Any], float], str]], ...] = (
         "writes per run: avg / max",
         lambda c, _: f"{c['writes']['per_run_avg']:.2f} / {c['writes']['per_run_max']}",
     ),
-    ("NodePool writes if --mechanism budget", lambda c, _: _count(c["writes"]["nodepools_budget"])),
+    ("NodePool writes if --mechanism budget", lambda c, _: f"{c['writes']['nodepools_budget']:,}"),
     ("Events recorded", lambda c, _: str(c["events"])),
     ("API requests (computed)", lambda c, _: f"{c['requests']:,}"),
 )
-
-
-def _count(value: int | None) -> str:
-    return "-" if value is None else f"{value:,}"
 
 
 def _comparison(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
@@ -258,7 +254,7 @@ def _comparison(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
         *[line.format(group=hold.group_label) for line in ESTIMATES],
         "  writes: annotation patches sent to nodes; Events: HoldStarted/Extended/Ended recorded",
         "  NodePool writes: the budget mechanism's patches, one per NodePool (node label",
-        "    karpenter.sh/nodepool) each time its entry changes; -: node scope, no budget",
+        "    karpenter.sh/nodepool) each time its entry changes; none in node scope",
         "  API requests: what the runs would send: list pages (500 nodes each), patches, Events",
     ]
 

@@ -88,7 +88,7 @@ def test_budget_add_extend_release_keeps_every_other_entry_and_the_empty_list(cl
     assert started["metadata"]["namespace"] == "default" and started["reason"] == "HoldStarted"
     assert started["involvedObject"]["apiVersion"] == "karpenter.sh/v1"
     assert started["involvedObject"]["uid"] == api.get_nodepool("batch")["metadata"]["uid"]
-    assert started["message"].endswith("; budget entry on NodePool batch")
+    assert started["message"].endswith("; budget entry added to NodePool batch")
 
     # A node arrives 10 minutes later: the same schedule, a longer duration, one patch each.
     api.advance_clock(timedelta(minutes=10))
@@ -246,15 +246,12 @@ def test_a_cluster_without_the_nodepool_crd(cluster):
     node(api, "batch-new", timedelta(minutes=1), "batch")
     budget = run(kubeconfig, "reconcile", "--mechanism", "budget")
     assert budget.code == 0, budget.stderr
-    assert (
-        "--mechanism budget: this cluster serves no karpenter.sh/v1 NodePools: no node is held"
-        in budget.stderr
-    )
+    assert "no NodePools (mechanism budget): no node is held" in budget.lines
     assert api.writes() == []
     auto = run(kubeconfig, "reconcile", "--mechanism", "auto")
     assert auto.code == 0, auto.stderr
     assert all(api.annotations(n) == OURS for n in api.node_names())
-    assert "all held by annotations" in auto.stderr
+    assert "no NodePools (mechanism auto): every node is held by annotations" in auto.lines
     release = run(kubeconfig, "release")
     assert release.code == 0 and all(api.annotations(n) == {} for n in api.node_names())
 
@@ -341,7 +338,7 @@ def test_status_names_the_mechanism_and_which_nodepools_carry_the_entry(cluster)
         ).stdout
     )
     assert data["mechanism"] == "budget"
-    assert data["nodePools"] == {"served": True, "listed": 2, "withEntry": 1}
+    assert data["nodePools"] == {"listed": 2, "withEntry": 1}
     gpu = next(w for w in data["windows"] if w["name"] == "karpenter.sh/nodepool=gpu")
     assert (gpu["nodePools"], gpu["nodePoolsWithEntry"]) == (1, 1)
 

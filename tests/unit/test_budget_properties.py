@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from reconcile.rule.budget import ENTRY_KEY, budget_entry, decide_pools, pool_view
+from reconcile.rule.budget import ENTRY_KEY, budget_entry, decide_pool, pool_view
 from reconcile.rule.decide import decide
 from reconcile.rule.nodes import NodeView
 from reconcile.rule.settings import HoldSettings, Mechanism, Mode
@@ -48,7 +48,7 @@ def nodepool(budgets: list[dict], annotations: dict | None = None) -> dict:
 def run(pool: dict, nodes: list[NodeView], now: datetime, mode: Mode = Mode.RECONCILE) -> dict:
     """One run's decision for the NodePool, its patch applied (a new resourceVersion)."""
     plan = decide(nodes, now, HOLD, mode)
-    for patch in decide_pools([pool_view(pool)], plan):
+    if patch := decide_pool(pool_view(pool), plan):
         pool = apply_json_patch(pool, json.dumps(patch.body()).encode())
         pool["metadata"]["resourceVersion"] = str(int(pool["metadata"]["resourceVersion"]) + 1)
     return pool
