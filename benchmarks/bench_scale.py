@@ -1,10 +1,10 @@
 """Benchmark: what one hold start or end asks of a large control plane, for both mechanisms.
 
 For 5,000, 50,000 and 100,000 nodes it prints, for the annotation mechanism (every node
-patched; today's) and the NodePool-budget mechanism (one patch per NodePool; issue 24 §2,
-estimated here): the writes per hold edge (a hold start or a hold end), the default write
-rate, the time to cover the cluster and how many CronJob runs that takes, the watch events the
-writes cause, and the write rate over a hold start.
+patched) and the NodePool-budget mechanism (`--mechanism budget`: one patch per NodePool,
+estimated here): the writes per hold edge (a hold start or a hold end) and per extension (a new
+node during a hold), the default write rate, the time to cover the cluster and how many CronJob
+runs that takes, the watch events the writes cause, and the write rate over a hold start.
 
 The annotation rows come from a model: the real rate limiter (reconcile/cluster/pool.py,
 `RateLimiter`: `--qps auto`, a hold end at half the rate) on a fake clock, WORKERS workers whose
@@ -149,28 +149,32 @@ def rate(nodes: int) -> float:
 
 def annotation_row(label: str, nodes: int, start: Edge, end: Edge) -> str:
     return (
-        f"| {label} | annotation | {nodes:,} | {rate(nodes):,.0f} / {rate(nodes) / 2:,.0f} "
+        f"| {label} | annotation | {nodes:,} | 1 a new node "
+        f"| {rate(nodes):,.0f} / {rate(nodes) / 2:,.0f} "
         f"| {duration(start.seconds)} / {duration(end.seconds)} | {start.runs} / {end.runs} "
         f"| {nodes * WATCHERS:,} | {series(start)} |"
     )
 
 
 def budget_row(nodes: int, model: Model) -> str:
-    """One run: start-up, the list (the hold is still decided from the nodes), NODEPOOLS patches
-    at the same rate; Karpenter acts on it at its next disruption pass."""
-    seconds = model.startup + nodes * model.list_per_node + NODEPOOLS / rate(nodes)
+    """One run: start-up, the node list (the hold is still decided from the nodes), the
+    NodePool list, then NODEPOOLS patches one after the other (reconcile/cluster/nodepools.py);
+    Karpenter acts on them at its next disruption pass. In cluster scope an extension rewrites
+    every NodePool's entry (a longer duration), once a run that sees a new node."""
+    seconds = model.startup + nodes * model.list_per_node + (1 + NODEPOOLS) * model.latency
     return (
-        f"| {nodes:,} | budget ({NODEPOOLS} NodePools) | {NODEPOOLS} | one run "
+        f"| {nodes:,} | budget ({NODEPOOLS} NodePools) | {NODEPOOLS} | {NODEPOOLS} a run with "
+        "a new node (cluster scope; 1 in group scope) | one run "
         f"| {duration(seconds)} + Karpenter's next pass (~{KARPENTER_PASS} s) | 1 / 1 "
-        f"| {NODEPOOLS * WATCHERS:,} | {NODEPOOLS} writes at once |"
+        f"| {NODEPOOLS * WATCHERS:,} | {NODEPOOLS} writes, one after the other |"
     )
 
 
 HEAD = [
-    "| nodes | mechanism | writes per hold edge | writes/s (start / end) | time to cover "
-    "(start / end) | runs (start / end) | watch events per edge | writes a second over a "
-    "hold start |",
-    "|---:|---|---:|---|---|---|---:|---|",
+    "| nodes | mechanism | writes per hold edge | writes per extension | writes/s (start / end) "
+    "| time to cover (start / end) | runs (start / end) | watch events per edge | writes a "
+    "second over a hold start |",
+    "|---:|---|---:|---|---|---|---|---:|---|",
 ]
 
 
@@ -184,13 +188,24 @@ class Measured:
     listing: float  # the first run's list, first request to last answer
 
 
-def measure_edge(api: ApiServer, kubeconfig: Path, nodes: int, interval: float) -> Measured:
-    """Runs on the schedule until one exits 0; the stored node writes from the request log."""
+def measure_edge(
+    api: ApiServer, kubeconfig: Path, writes_expected: int, interval: float, *args: str
+) -> Measured:
+    """Runs on the schedule until one exits 0; the stored writes (node or NodePool PATCHes)
+    from the request log."""
     api.reset_log()
     began, runs, code = time.perf_counter(), 0, 1
     while code != 0:
         time.sleep(max(0.0, began + runs * interval - time.perf_counter()))
-        cmd = [*python_cmd(), "-m", "reconcile", "reconcile", "--kubeconfig", str(kubeconfig)]
+        cmd = [
+            *python_cmd(),
+            "-m",
+            "reconcile",
+            "reconcile",
+            "--kubeconfig",
+            str(kubeconfig),
+            *args,
+        ]
         code = subprocess.run(
             cmd, env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, check=False
         ).returncode
@@ -200,7 +215,7 @@ def measure_edge(api: ApiServer, kubeconfig: Path, nodes: int, interval: float) 
             raise SystemExit("the measured hold edge did not finish in 10 runs")
     log = api.requests
     writes = [r.started - began for r in log if r.method == "PATCH" and r.stored]
-    assert len(writes) == nodes, (len(writes), nodes)
+    assert len(writes) == writes_expected, (len(writes), writes_expected)
     lists = [r for r in log if r.method == "GET" and r.path == "/api/v1/nodes"]
     first_run = [r for r in lists if r.started - began < interval]
     listing = max(r.started + r.duration for r in first_run) - min(r.started for r in first_run)
@@ -230,6 +245,31 @@ def measured_rows(nodes: int, model: Model) -> list[str]:
     ]
 
 
+def measured_budget_row(nodes: int, model: Model) -> str:
+    """The real CLI with `--mechanism budget` against NODEPOOLS NodePools of nodes/NODEPOOLS
+    nodes each: the NodePool writes of a hold start and end, and the runs they take."""
+    with ApiServer(write_latency=0.005) as api, tempfile.TemporaryDirectory() as tmp:
+        for pool in range(NODEPOOLS):
+            api.add_nodepool(f"pool-{pool}")
+            labels = {"karpenter.sh/nodepool": f"pool-{pool}"}
+            old = api.now() - timedelta(days=3)
+            api.add_nodes(nodes // NODEPOOLS, prefix=f"ip-10-{pool}-", created=old, labels=labels)
+        api.add_node("young", created=api.now(), labels={"karpenter.sh/nodepool": "pool-0"})
+        kubeconfig = api.write_kubeconfig(Path(tmp) / "kc.yaml")
+        print(f"N={nodes}: a budget hold start", file=sys.stderr, flush=True)
+        start = measure_edge(api, kubeconfig, NODEPOOLS, model.interval, "--mechanism", "budget")
+        api.advance_clock(HOLD + timedelta(minutes=1))
+        print(f"N={nodes}: a budget hold end", file=sys.stderr, flush=True)
+        end = measure_edge(api, kubeconfig, NODEPOOLS, model.interval, "--mechanism", "budget")
+        assert not [r for r in api.requests if r.path.startswith("/api/v1/nodes/")]
+    return (
+        f"| {nodes:,} measured | budget ({NODEPOOLS} NodePools) | {NODEPOOLS} | - | one run "
+        f"| {duration(start.edge.seconds)} / {duration(end.edge.seconds)} "
+        f"+ Karpenter's next pass | {start.edge.runs} / {end.edge.runs} "
+        f"| {NODEPOOLS * WATCHERS:,} | {NODEPOOLS} writes, one after the other |"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-only", action="store_true", help="skip the measured rows")
@@ -240,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         start, end = modelled(nodes, False, model), modelled(nodes, True, model)
         rows += [annotation_row(f"{nodes:,}", nodes, start, end), budget_row(nodes, model)]
     if not args.model_only:
-        rows += measured_rows(SIZES[0], model)
+        rows += [*measured_rows(SIZES[0], model), measured_budget_row(SIZES[0], model)]
     print(
         f"Model: {model.workers} workers, {model.latency * 1000:.0f} ms a patch, start-up "
         f"{model.startup} s, list {model.list_per_node * 1000:.1f} ms a node, --timeout "

@@ -11,13 +11,15 @@ import gc
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from reconcile.cluster.apply import ApplyResult, NodeResult, apply_plan, record_events
+from reconcile.cluster.apply import ApplyResult, NodeResult, Outcome, apply_plan, record_events
 from reconcile.cluster.client import Client
+from reconcile.cluster.nodepools import PoolResult, Pools, apply_pools, read_pools
 from reconcile.cluster.pool import Backoff, Pool
 from reconcile.cluster.read import ListFailed, Listing, read_nodes
-from reconcile.rule.decide import Plan, Transition, decide
+from reconcile.rule import budget
+from reconcile.rule.decide import MAX_EVENTS, Plan, Transition, decide, recorded_events
 from reconcile.rule.settings import HoldSettings, RunSettings
 
 __all__ = ["ListFailed", "Listing", "RunResult", "run_once"]
@@ -33,17 +35,20 @@ class RunResult:
     event_errors: tuple[str, ...] = ()
     requests: int = 0
     missing: tuple[str, ...] = ()  # named nodes (pin, unpin) that do not exist
+    pools: Pools = field(default_factory=Pools)  # the budget mechanism's NodePools (and release's)
 
     @property
     def errors(self) -> tuple[str, ...]:
         errors = [f"node/{name}: not found" for name in self.missing]
+        errors += [f"nodepool/{r.patch.pool.name}: {r.error}" for r in self.pools.failed]
         if self.applied is not None:
             errors += [f"node/{r.node}: {r.error or r.outcome}" for r in self.applied.failed]
         return tuple(errors)
 
     @property
     def ok(self) -> bool:
-        return not self.missing and (self.applied is None or not self.applied.failed)
+        failed = self.pools.failed or (self.applied is not None and self.applied.failed)
+        return not self.missing and not failed
 
 
 def run_once(
@@ -54,7 +59,7 @@ def run_once(
     describe: Callable[[Transition, Plan], str],
     stop: threading.Event | None = None,
     backoff: Backoff | None = None,
-    on_result: Callable[[NodeResult], None] | None = None,
+    on_result: Callable[[NodeResult | PoolResult], None] | None = None,
 ) -> RunResult:
     """Read, decide (as `run.mode` says) and, unless `run.dry_run` (the one way to say "do
     not write"), patch and record Events. With `run.only` (pin, unpin), read and decide on
@@ -77,13 +82,23 @@ def run_once(
     kube.stop_on(pool.stop)
     with _gc_paused():
         listing = read_nodes(kube, hold, run, pool)
+        pools = read_pools(kube, hold, run, pool)
+        hold = replace(hold, budgeted=budget.budgeted(pools.views, listing.nodes, hold))
         plan = decide(listing.nodes, listing.now, hold, run.mode)
+        patches = tuple(filter(None, (budget.decide_pool(p, plan) for p in pools.views)))
+        pools = replace(pools, patches=patches)
     missing = tuple(sorted(set(run.only) - {d.node for d in plan.decisions}))
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
     if run.dry_run:
-        return RunResult(plan, listing, dry_run=True, requests=kube.requests, missing=missing)
+        return RunResult(plan, listing, True, requests=kube.requests, missing=missing, pools=pools)
+    # NodePools first: a budget entry that takes over from annotations lands before they go.
+    pools = apply_pools(pools, plan, kube, pool, on_result or (lambda _: None))
     applied = apply_plan(plan, kube, pool, on_result)
-    events, event_errors = record_events(kube, plan, applied, run, pool, describe)
+    landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
+    done = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]
+    on_pools = [t for t in done if t][:MAX_EVENTS]  # the run's bound, for NodePools too
+    transitions = [*on_pools, *recorded_events(plan.transitions, landed)]
+    events, event_errors = record_events(kube, plan, transitions, run, pool, describe)
     return RunResult(
         plan,
         listing,
@@ -93,6 +108,7 @@ def run_once(
         event_errors=event_errors,
         requests=kube.requests,
         missing=missing,
+        pools=pools,
     )
 
 

@@ -52,6 +52,7 @@ FLAT: dict[str, str] = {
     "holdTriggerSelector": "HOLD_TRIGGER_SELECTOR",
     "holdNodeSelector": "HOLD_NODE_SELECTOR",
     "holdMaxDuration": "HOLD_MAX_DURATION",
+    "mechanism": "NODE_HOLDER_MECHANISM",
     "dryRun": "NODE_HOLDER_DRY_RUN",
     "events": "NODE_HOLDER_EVENTS",
     "timeout": "NODE_HOLDER_TIMEOUT",

@@ -222,9 +222,9 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
             raise RuntimeFailure(str(exc)) from None
     as_json = run.output is Output.JSON
 
-    def landed(node: report.NodeResult) -> None:
-        """Each node's line as its patch lands: a run killed later leaves them in its log."""
-        click.echo(report.landed(node, as_json))
+    def landed(result: report.NodeResult | report.PoolResult) -> None:
+        """Each line as its patch lands: a run killed later leaves them in its log."""
+        click.echo(report.landed(result, as_json))
         sys.stdout.flush()
 
     try:

@@ -259,6 +259,15 @@ MAX_HOLD = Setting(
     "Empty: no cap. A NodePool's node-holder.dev/max-hold annotation wins for its nodes.",
     "",
 )
+MECHANISM = Setting(
+    "--mechanism",
+    "NODE_HOLDER_MECHANISM",
+    choice(s.Mechanism),
+    "annotation: on every held node; budget: a disruption budget entry on each held Karpenter "
+    "v1 NodePool (cluster scope, or group by karpenter.sh/nodepool; no --node-selector); auto: "
+    "budgets for NodePools' nodes, annotations for every other node.",
+    "annotation",
+)
 CLOCK = Setting(
     "--clock",
     "NODE_HOLDER_CLOCK",
@@ -447,8 +456,8 @@ REPLAY = (COMPARE, SWEEP, INTERVAL, START, END, LAST, PLOT)  # simulate's own
 
 #: Which settings each command uses; nothing else is read for it.
 COMMANDS: dict[str, tuple[Setting[Any], ...]] = {
-    "reconcile": (*HOLD, *WRITE, *READ, *ACCESS, *OUTPUTS),
-    "status": (*HOLD, *READ, *ACCESS, *OUTPUTS),
+    "reconcile": (*HOLD, MECHANISM, *WRITE, *READ, *ACCESS, *OUTPUTS),
+    "status": (*HOLD, MECHANISM, *READ, *ACCESS, *OUTPUTS),
     # release needs no hold duration, scope, selector or cap: it removes every hold this tool
     # owns. --annotation names custom hold keys it may remove besides the well-known ones.
     "release": (ANNOTATION, SUSPEND_CRONJOB, *WRITE, *READ, *ACCESS, *OUTPUTS),
@@ -458,7 +467,7 @@ COMMANDS: dict[str, tuple[Setting[Any], ...]] = {
     "simulate": (*HOLD, *OUTPUTS, *REPLAY, EVENTS),
 }
 #: Every setting, in the order docs/reference.md lists them.
-SETTINGS = (*HOLD, *READ, *WRITE, *ACCESS, SUSPEND_CRONJOB, *OUTPUTS, *REPLAY)
+SETTINGS = (*HOLD, MECHANISM, *READ, *WRITE, *ACCESS, SUSPEND_CRONJOB, *OUTPUTS, *REPLAY)
 BY_NAME = {setting.name: setting for setting in SETTINGS}
 BY_ENV = {setting.env: setting for setting in SETTINGS if setting.env}
 
@@ -490,8 +499,10 @@ def hold_settings(parsed: Parsed) -> HoldSettings:
         trigger_selector=parsed[TRIGGER_SELECTOR],
         node_selector=parsed[NODE_SELECTOR],
         max_hold=parsed[MAX_HOLD],
+        mechanism=parsed.get(MECHANISM, s.Mechanism.ANNOTATION),
     )
     s.check_max_hold(hold)
+    s.check_mechanism(hold)
     return hold
 
 

@@ -17,6 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from reconcile.cluster.apply import NodeResult, Outcome
+from reconcile.cluster.nodepools import PoolResult
+from reconcile.rule.budget import ENTRY_KEY, PoolPatch, window_of
 from reconcile.rule.decide import (
     MAX_EVENTS,
     HoldWindow,
@@ -30,6 +32,7 @@ from reconcile.rule.decide import (
 from reconcile.rule.settings import (
     KNOWN_HOLD_KEYS,
     HoldSettings,
+    Mechanism,
     Mode,
     RunSettings,
     Scope,
@@ -80,17 +83,23 @@ def patch_line(patch: NodePatch, result: NodeResult | None, dry_run: bool) -> st
         body = json.dumps(patch.body(), separators=(",", ":"))
         return f"node/{patch.node}: would {what} {body}"
     assert result is not None
-    match result.outcome:
+    extra = f" (after {result.conflicts} conflict(s))" if result.conflicts else ""
+    done = _what(result.patch, past=True) + extra
+    return _outcome(f"node/{patch.node}", result.outcome, result.error, what, done)
+
+
+def _outcome(where: str, outcome: Outcome, error: str | None, what: str, done: str) -> str:
+    """How a patch (a node's, a NodePool's) ended: `done`, or why not."""
+    match outcome:
         case Outcome.PATCHED:
-            extra = f" (after {result.conflicts} conflict(s))" if result.conflicts else ""
-            return f"node/{patch.node}: {_what(result.patch, past=True)}{extra}"
+            return f"{where}: {done}"
         case Outcome.SETTLED:
-            return f"node/{patch.node}: changed by someone else meanwhile; nothing left to do"
+            return f"{where}: changed by someone else meanwhile; nothing left to do"
         case Outcome.GONE:
-            return f"node/{patch.node}: deleted meanwhile; skipped"
+            return f"{where}: deleted meanwhile; skipped"
         case Outcome.NOT_SENT:
-            return f"node/{patch.node}: not sent ({result.error or 'stopped'}): would {what}"
-    return f"node/{patch.node}: failed to {what}: {result.error}"
+            return f"{where}: not sent ({error or 'stopped'}): would {what}"
+    return f"{where}: failed to {what}: {error}"
 
 
 def patch_json(patch: NodePatch, result: NodeResult | None = None) -> dict[str, Any]:
@@ -105,11 +114,77 @@ def patch_json(patch: NodePatch, result: NodeResult | None = None) -> dict[str, 
     return entry | {key: value for key, value in facts.items() if value}
 
 
-def landed(result: NodeResult, as_json: bool) -> str:
-    """The line for one node's patch, printed the moment its result is known."""
+def landed(result: NodeResult | PoolResult, as_json: bool) -> str:
+    """The line for one node's or NodePool's patch, printed the moment its result is known."""
+    if isinstance(result, PoolResult):
+        return json.dumps(pool_json(result.patch, result)) if as_json else pool_line(result)
     if as_json:
         return json.dumps(patch_json(result.patch, result))
     return patch_line(result.patch, result, dry_run=False)
+
+
+# --- NodePools: the budget mechanism ---------------------------------------------------
+
+_POOL_DONE = {"add": "added", "extend": "extended", "remove": "removed", "drop": "dropped"}
+
+
+def _pool_what(patch: PoolPatch, past: bool) -> str:
+    """`add budget entry 40 9 22 11 * for 20m`, `dropped node-holder.dev/budget ...`."""
+    verb = _POOL_DONE[patch.action] if past else patch.action
+    if patch.action == "drop":
+        return f"{verb} {ENTRY_KEY} (its entry is no longer in the list)"
+    entry = patch.entry or patch.pool.entry or {}
+    return f"{verb} budget entry {entry.get('schedule')} for {entry.get('duration')}"
+
+
+def pool_line(done: PoolPatch | PoolResult) -> str:
+    """`nodepool/x: would add budget entry ... [JSON Patch]` (planned), or how it ended."""
+    patch = done if isinstance(done, PoolPatch) else done.patch
+    where, what = f"nodepool/{patch.pool.name}", _pool_what(patch, past=False)
+    if isinstance(done, PoolPatch):
+        return f"{where}: would {what} {json.dumps(patch.body(), separators=(',', ':'))}"
+    return _outcome(where, done.outcome, done.error, what, _pool_what(patch, past=True))
+
+
+def pool_json(patch: PoolPatch, result: PoolResult | None = None) -> dict[str, Any]:
+    entry = {"nodePool": patch.pool.name, "action": patch.action, "body": patch.body()}
+    facts = {"result": result and str(result.outcome), "error": result and result.error}
+    return entry | {key: value for key, value in facts.items() if value}
+
+
+def _pool_counts(result: RunResult) -> dict[str, int]:
+    """NodePools by what happened to their entry (a dry run: would happen), and the failed."""
+    done = [r.patch for r in result.pools.results if r.outcome is Outcome.PATCHED]
+    counts = Counter(p.action for p in (result.pools.patches if result.dry_run else done))
+    counts["failed"] = len(result.pools.failed)
+    return {a: counts[a] for a in (*_POOL_DONE, "failed") if counts[a]}
+
+
+def pool_summary(result: RunResult) -> list[str]:
+    """One line on the NodePools, where a run used or changed them."""
+    plan, pools = result.plan, result.pools
+    used = plan.hold.mechanism.budgets and plan.mode is Mode.RECONCILE
+    mechanism = f" (mechanism {plan.hold.mechanism})" if used else ""
+    if not used and not pools.patches:
+        return []
+    if not pools.views:  # none, or no NodePool CRD at all (404)
+        budget = plan.hold.mechanism is Mechanism.BUDGET
+        held = "no node is held" if budget else "every node is held by annotations"
+        return [f"no NodePools{mechanism}: {held}"]
+    verb = "would be " if result.dry_run else ""
+    counts = [f"{n} {verb}{_POOL_DONE.get(a, a)}" for a, n in _pool_counts(result).items()]
+    return [
+        f"{len(pools.views)} NodePools{mechanism}, {sum(1 for p in pools.views if p.entry)} with "
+        f"node-holder's budget entry before this run; entries: {', '.join(counts) or 'unchanged'}"
+    ]
+
+
+def _window_pools(window: HoldWindow, result: RunResult) -> dict[str, int]:
+    """How many of the window's NodePools carry node-holder's budget entry (before the run)."""
+    if not result.plan.hold.mechanism.budgets:
+        return {}
+    pools = [p for p in result.pools.views if window_of(p.name, result.plan).name == window.name]
+    return {"nodePools": len(pools), "nodePoolsWithEntry": sum(1 for p in pools if p.entry)}
 
 
 # --- hold windows and their Events -----------------------------------------------------
@@ -153,11 +228,14 @@ def event_message(transition: Transition, plan: Plan) -> str:
             f"{nodes} node(s) in all (one run records at most {MAX_EVENTS} Events)"
         )
     until = _time(window.hold_until) or "-"
+    verb = "removed from" if transition.reason is Reason.ENDED else "added to"
+    what = f"hold annotation {verb} {nodes} node(s)"
+    if transition.kind == "NodePool":
+        what = f"budget entry {verb} NodePool {transition.node}"
     if transition.reason is not Reason.ENDED:
         return (
             f"Hold {transition.reason[4:].lower()} for {window.name} until {until}: youngest "
-            f"node {window.youngest} created {_time(window.youngest_created) or '-'}; "
-            f"hold annotation added to {nodes} node(s)"
+            f"node {window.youngest} created {_time(window.youngest_created) or '-'}; {what}"
         )
     if plan.mode is Mode.RELEASE:
         why = "released by node-holder release"
@@ -167,7 +245,7 @@ def event_message(transition: Transition, plan: Plan) -> str:
         why = f"the trigger nodes' holds ended at {until}"
     else:
         why = "no node triggers a hold any more"
-    return f"Hold ended for {window.name}: {why}; hold annotation removed from {nodes} node(s)"
+    return f"Hold ended for {window.name}: {why}; {what}"
 
 
 def _source(node: str | None) -> str:
@@ -394,16 +472,30 @@ def large_edge(plan: Plan) -> str | None:
     return (
         f"this hold start or end patches {patches} nodes (more than {LARGE_EDGE:,}), each patch "
         "sent to every client that watches all Nodes: hold each NodePool on its own "
-        "(--hold-scope group), or use the NodePool-budget mechanism (--mechanism budget, "
-        "coming: one write per NodePool)"
+        "(--hold-scope group), or use the NodePool-budget mechanism (--mechanism budget: one "
+        "write per NodePool)"
     )
 
 
 def warnings(result: RunResult, command: str) -> list[str]:
     """What stderr says about this run besides errors: settings that select nothing, bad
-    NodePool settings, a hold edge too large, and a dry run's holds left in place (a dry run
-    removes nothing: they stay until a real run or a release)."""
+    NodePool settings on nodes, NodePools not read or whose entry someone else removed (once a
+    run), a hold edge too large, and a dry run's holds left in place (a dry run removes nothing:
+    they stay until a real run or a release)."""
     found = [*unheeded(result.plan), *bad_values(result.plan)]
+    if result.pools.unreadable:
+        found.append(
+            f"NodePools not read ({result.pools.unreadable}): budget entries node-holder added "
+            "with --mechanism budget or auto, if any, stay"
+        )
+    if reverted := [p.name for p in result.pools.views if p.reverted]:
+        auto = result.plan.hold.mechanism is Mechanism.AUTO
+        then = "its nodes get hold annotations until the hold ends" if auto else "added again"
+        found.append(
+            f"nodepool/{_names(reverted)}: node-holder's budget entry was removed or changed by "
+            f"someone else (a GitOps tool restoring the NodePool?); {then}; tell the GitOps "
+            "tool to leave it alone (docs/design.md#gitops)"
+        )
     if edge := large_edge(result.plan):
         found.append(edge)
     if command != "reconcile" or not result.dry_run:
@@ -425,6 +517,9 @@ def failure(result: RunResult) -> str | None:
     if applied is not None and failed and applied.fatal:
         return str(applied.fatal)
     parts = []
+    if pools := result.pools.failed:  # one line names the first reason (a 403 names the grant)
+        names = _names([r.patch.pool.name for r in pools])
+        parts.append(f"{len(pools)} NodePool(s) not patched: {names} ({pools[0].error})")
     if result.missing:  # pin, unpin: the others were still patched
         parts.append(f"{len(result.missing)} node(s) not found: {_names(list(result.missing))}")
     if applied is not None and failed:
@@ -446,7 +541,8 @@ def final_lines(result: RunResult, command: str, as_json: bool) -> list[str]:
         return [_line(render_status_json(result))] if as_json else render_status_text(result)
     if not as_json:
         return render_text(result, streamed=not result.dry_run)
-    planned = [json.dumps(patch_json(p)) for p in result.plan.patches if result.dry_run]
+    planned = [json.dumps(pool_json(p)) for p in result.pools.patches if result.dry_run]
+    planned += [json.dumps(patch_json(p)) for p in result.plan.patches if result.dry_run]
     return [*planned, _line(render_json(result, command))]
 
 
@@ -457,13 +553,14 @@ def _line(data: dict[str, Any]) -> str:
 def render_text(result: RunResult, streamed: bool = False) -> list[str]:
     """The run's lines; with `streamed`, the per-node lines were printed as they landed."""
     lines = [f"node/{name}: not found" for name in result.missing]
+    lines += [pool_line(p) for p in result.pools.patches if result.dry_run]
     outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
     for patch in () if streamed else result.plan.patches:
         lines.append(patch_line(patch, outcomes.get(patch.node), result.dry_run))
     for t in result.events:
-        lines.append(f"event {t.reason} on node/{t.node}: {event_message(t, result.plan)}")
-    lines.extend(decision_lines(result))
-    return lines
+        where = f"{t.kind.lower()}/{t.node}"
+        lines.append(f"event {t.reason} on {where}: {event_message(t, result.plan)}")
+    return [*lines, *pool_summary(result), *decision_lines(result)]
 
 
 # --- the JSON summary ----------------------------------------------------------------
@@ -519,7 +616,7 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
     counted = tally(result)
     windows = sorted(_shown(plan), key=lambda w: not w.held)  # the held ones first
     events = [
-        {"reason": t.reason, "node": t.node, "message": event_message(t, plan)}
+        {"reason": t.reason, "node": t.node, "kind": t.kind, "message": event_message(t, plan)}
         for t in result.events
     ]
     data = {
@@ -530,12 +627,21 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
         "scope": str(plan.hold.scope),
         "holdDuration": format_duration(plan.hold.hold_duration),
         "annotations": list(plan.hold.annotations),
+        "mechanism": str(plan.hold.mechanism),
         "largeEdge": large_edge(plan) is not None,
         **_headline(plan),
-        **_listed("windows", [window_json(w, plan.now) for w in windows], whole),
+        **_listed(
+            "windows", [window_json(w, plan.now) | _window_pools(w, result) for w in windows], whole
+        ),
         **_listed("errors", [*result.errors, *result.event_errors], whole),
         **_listed("events", events, whole),
         **_listed("badValues", [{"node": n, "value": why} for n, why in plan.bad_values], whole),
+        **_listed("revertedNodePools", [p.name for p in result.pools.views if p.reverted], whole),
+        "nodePools": {
+            "listed": len(result.pools.views),
+            "withEntry": sum(1 for p in result.pools.views if p.entry),
+            **_pool_counts(result),
+        },
         "summary": {
             "nodes": counted.nodes,
             **{_camel(c): counted.categories.get(c, 0) for c in _ORDER},
@@ -551,6 +657,7 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
     }
     if whole:
         data["patches"] = [patch_json(p) for p in plan.patches]
+        data["nodePoolPatches"] = [pool_json(p) for p in result.pools.patches]
     return data
 
 
@@ -607,22 +714,28 @@ def render_status_text(result: RunResult) -> list[str]:
             f"{format_duration(w.duration)} ({_source(w.sources[0])})",
             f"{format_duration(w.max_hold) if w.max_hold else 'none'} ({_source(w.sources[1])})",
             str(w.nodes),
+            *_entries(w, result),
         )
         for w in _shown(plan)
     ]
     nodes = [(r["name"], r["age"], r["window"], r["state"], r["next"]) for r in status_rows(plan)]
     ignored = [f"node/{p.node}: ignored {why}" for p in plan.patches for why in p.ignored]
+    head = ("WINDOW", "STATE", "YOUNGEST NODE", "AGE", "HOLD UNTIL", "HOLD", "MAX HOLD", "NODES")
     return [
+        *pool_summary(result),
         *decision_lines(result),
         "",
-        *_table(
-            ("WINDOW", "STATE", "YOUNGEST NODE", "AGE", "HOLD UNTIL", "HOLD", "MAX HOLD", "NODES"),
-            windows,
-        ),
+        *_table((*head, *["NODEPOOLS WITH ENTRY"] * plan.hold.mechanism.budgets), windows),
         "",
         *_table(("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"), nodes),
         *ignored,
     ]
+
+
+def _entries(window: HoldWindow, result: RunResult) -> list[str]:
+    """`1 of 3`: the status column of NodePools with node-holder's entry (none: no budgets)."""
+    counts = _window_pools(window, result)
+    return ["{nodePoolsWithEntry} of {nodePools}".format(**counts)] if counts else []
 
 
 def render_status_json(result: RunResult) -> dict[str, Any]:

@@ -13,12 +13,12 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 
-from reconcile.cluster.client import Client, node_event
+from reconcile.cluster.client import Client, make_event
 from reconcile.cluster.errors import (
     ApiError,
     Conflict,
@@ -30,7 +30,7 @@ from reconcile.cluster.errors import (
 )
 from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
 from reconcile.cluster.read import Keys, read_node
-from reconcile.rule.decide import NodePatch, Plan, Transition, recorded_events
+from reconcile.rule.decide import NodePatch, Plan, Transition
 from reconcile.rule.nodes import MalformedNode
 from reconcile.rule.settings import Mode, RunSettings, format_time
 
@@ -87,7 +87,7 @@ class _Attempt:
 #: What a failed send means for the node, by error type, first match wins. None: the node
 #: changed since listed (409), or the patch may or may not have landed: read it again and
 #: decide again.
-_OUTCOMES: tuple[tuple[type[Exception], Outcome | None], ...] = (
+OUTCOMES: tuple[tuple[type[Exception], Outcome | None], ...] = (
     (NotFound, Outcome.GONE),
     (Conflict, None),
     (Unconfirmed, None),
@@ -96,7 +96,7 @@ _OUTCOMES: tuple[tuple[type[Exception], Outcome | None], ...] = (
     (Interrupted, Outcome.NOT_SENT),
     (DeadlineExceeded, Outcome.NOT_SENT),
 )
-_SENT_ERRORS = (ApiError, TransportError, Unconfirmed, Interrupted, DeadlineExceeded)
+SENT_ERRORS = (ApiError, TransportError, Unconfirmed, Interrupted, DeadlineExceeded)
 
 
 @dataclass(frozen=True)
@@ -149,10 +149,10 @@ class _Patcher:
         ending = self.plan.mode is Mode.RECONCILE and patch.removed and not patch.added
         try:
             self.pool.retry(send, f"node/{node}: patch", write=True, cost=2 if ending else 1)
-        except _SENT_ERRORS as exc:
+        except SENT_ERRORS as exc:
             if isinstance(exc, Unauthorized | Forbidden):
                 self.refused.append(exc.explain())
-            outcome = next(o for kind, o in _OUTCOMES if isinstance(exc, kind))
+            outcome = next(o for kind, o in OUTCOMES if isinstance(exc, kind))
             if outcome is None:
                 why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
                 log.info("node/%s: %s; reading it again", node, why)
@@ -255,27 +255,29 @@ def write_order(plan: Plan) -> list[NodePatch]:
 def record_events(
     kube: Client,
     plan: Plan,
-    applied: ApplyResult,
+    transitions: Sequence[Transition],
     run: RunSettings,
     pool: Pool,
     describe: Callable[[Transition, Plan], str],
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
-    """An Event per hold that started, grew or ended, if any of its patches landed; at most
-    MAX_EVENTS a run (`recorded_events`). `describe` gives each Event its words.
+    """An Event for each transition (a hold that started, grew or ended where a patch landed:
+    `recorded_events`, at most MAX_EVENTS), on its node or NodePool. `describe` gives each
+    Event its words.
 
     Events are best effort: a failure is logged and reported, but does not
     fail the run, because the hold itself is in place.
     """
-    if not run.events or not plan.transitions:
+    if not run.events:
         return (), ()
-    landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
     instance = socket.gethostname()
     sent, errors = [], []
-    for transition in recorded_events(plan.transitions, landed):
+    for transition in transitions:
+        where = f"{transition.kind.lower()}/{transition.node}"
         try:
-            event = node_event(
-                node=transition.node,
-                node_uid=transition.node_uid or transition.node,
+            event = make_event(
+                kind=transition.kind,
+                name=transition.node,
+                uid=transition.node_uid or transition.node,
                 reason=transition.reason,
                 message=describe(transition, plan),
                 at=format_time(plan.now),
@@ -283,11 +285,11 @@ def record_events(
             )
             pool.retry(
                 lambda timeout, e=event: kube.create_event(e, timeout=timeout),
-                f"event {transition.reason} on node/{transition.node}",
+                f"event {transition.reason} on {where}",
             )
             sent.append(transition)
         except (ApiError, TransportError, DeadlineExceeded, Interrupted) as exc:
             text = explain(exc)
             log.warning("could not record event %s: %s", transition.reason, text)
-            errors.append(f"event {transition.reason} on node/{transition.node}: {text}")
+            errors.append(f"event {transition.reason} on {where}: {text}")
     return tuple(sent), tuple(errors)

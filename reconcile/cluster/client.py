@@ -1,4 +1,4 @@
-"""The calls: a few Node, Event, CronJob and Job requests, which know Kubernetes, not holds.
+"""The calls: Node, NodePool, Event, CronJob and Job requests, which know Kubernetes, not holds.
 
 Signatures take and give plain values (a node name, a patch body, metadata dicts); nodes
 are read and written as metadata only (no typed models). Each answer is checked to be what
@@ -21,11 +21,16 @@ from reconcile.cluster.transport import USER_AGENT, Response, Transport
 ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
 EVENT_NAMESPACE = "default"  # where kubelet puts node events; `kubectl describe node` finds them
 #: What a 403 asks to grant: the shipped RBAC (cronjob/base/rbac.yaml, the chart's hook Role).
 NODES_GRANT = 'the ClusterRole "node-holder" in cronjob/base/rbac.yaml'
 EVENTS_GRANT = (
     f'the Role "node-holder-events" in namespace "{EVENT_NAMESPACE}" (cronjob/base/rbac.yaml)'
+)
+NODEPOOLS_GRANT = (
+    'the ClusterRole "node-holder" with cronjob/components/budget-mechanism (chart: mechanism)'
 )
 HANDOVER_GRANT = (
     "the uninstall hook's Role in charts/karpenter-node-holder (cronjobs get, patch; jobs list)"
@@ -104,8 +109,29 @@ class Client(Transport):
             )
         return meta, response
 
+    # --- Karpenter v1 NodePools (the budget mechanism) ---
+
+    def list_nodepools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        """Every NodePool, whole and in one page: a cluster has a few, and their budgets are in
+        the spec. NotFound: the cluster serves no karpenter.sh/v1 NodePools (no CRD)."""
+        action = Action("list", 'resource "nodepools" in API group "karpenter.sh"', NODEPOOLS_GRANT)
+        items = self._object("GET", NODEPOOLS, action, timeout).get("items") or []
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise UnreadableAnswer(f"the answer to list {action.what} is not a list of NodePools")
+        return items
+
+    def nodepool(
+        self, name: str, ops: list[dict[str, Any]] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """A NodePool, read or changed by a JSON Patch (RFC 6902: a failed `test` is 422
+        Invalid, and nothing changed); NotFound if there is none. An unreadable answer to a
+        patch is retried like any fault: its `test` of the resourceVersion fails if it landed."""
+        action = Action("patch" if ops else "get", f'nodepool "{name}"', NODEPOOLS_GRANT)
+        path = f"{NODEPOOLS}/{quote(name, safe='')}"
+        return self._object("PATCH" if ops else "GET", path, action, timeout, ops)
+
     def create_event(self, event: Mapping[str, Any], *, timeout: float | None = None) -> None:
-        """Create a core/v1 Event in its metadata.namespace (see `node_event`)."""
+        """Create a core/v1 Event in its metadata.namespace (see `make_event`)."""
         namespace = quote(str(event["metadata"]["namespace"]), safe="")
         self.request(
             "POST",
@@ -145,8 +171,10 @@ class Client(Transport):
     def _object(
         self, method: str, path: str, action: Action, timeout: float | None, patch: Any = None
     ) -> dict[str, Any]:
-        """A whole object (the hand-over reads specs, status and owners), or a merge patch."""
-        headers = {"Content-Type": MERGE_PATCH} if patch is not None else {}
+        """A whole object (the hand-over reads specs, status and owners), or a patch: a merge
+        patch (a dict), or a JSON Patch (a list of operations)."""
+        kind = MERGE_PATCH if isinstance(patch, dict) else JSON_PATCH
+        headers = {"Content-Type": kind} if patch is not None else {}
         response = self.request(method, path, action, body=patch, headers=headers, timeout=timeout)
         found = _json(response, action)
         if not isinstance(found, dict):
@@ -158,20 +186,24 @@ def _cronjob_path(namespace: str, name: str) -> str:
     return f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/cronjobs/{quote(name, safe='')}"
 
 
-def node_event(
-    *, node: str, node_uid: str, reason: str, message: str, at: str, instance: str
+#: The apiVersion of each kind an Event can be about.
+EVENT_KINDS = {"Node": "v1", "NodePool": "karpenter.sh/v1"}
+
+
+def make_event(
+    *, kind: str, name: str, uid: str, reason: str, message: str, at: str, instance: str
 ) -> dict[str, Any]:
-    """A Normal core/v1 Event about a node, in the namespace where node events live; `at`
-    is its time as the rule's `format_time` writes it (RFC 3339, to the second)."""
+    """A Normal core/v1 Event about a Node or NodePool, in the namespace where node events
+    live; `at` is its time as the rule's `format_time` writes it (RFC 3339, to the second)."""
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
             # Unique without a clock: two runs in the same second must not collide.
-            "generateName": f"{node}.",
+            "generateName": f"{name}.",
             "namespace": EVENT_NAMESPACE,
         },
-        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid},
+        "involvedObject": {"apiVersion": EVENT_KINDS[kind], "kind": kind, "name": name, "uid": uid},
         "reason": reason,
         "message": message,
         "type": "Normal",

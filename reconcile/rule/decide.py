@@ -46,6 +46,7 @@ from typing import NamedTuple
 
 from reconcile.rule.nodes import NodeView, claimed_keys, pinned_keys
 from reconcile.rule.settings import (
+    DEFAULT_GROUP_LABEL,
     FREE_UNTIL,
     HOLD_STARTED,
     HOLD_VALUE,
@@ -57,6 +58,7 @@ from reconcile.rule.settings import (
     STAMP_FORMAT,
     HoldSettings,
     Invalid,
+    Mechanism,
     Mode,
     Scope,
     format_duration,
@@ -162,6 +164,7 @@ class Transition:
     node_uid: str
     nodes: int  # nodes whose hold annotation this run adds (started, extended) or removes
     more: int = 0
+    kind: str = "Node"  # or "NodePool" (`node` its name): its budget entry (rule/budget.py)
 
 
 @dataclass(frozen=True)
@@ -236,7 +239,7 @@ def _known(key: str, hold: HoldSettings) -> bool:
     return key in hold.annotations or key in KNOWN_HOLD_KEYS
 
 
-def _holds_ours(node: NodeView, hold: HoldSettings) -> bool:
+def holds_ours(node: NodeView, hold: HoldSettings) -> bool:
     """The node carries a hold of ours on a key this run acts on."""
     pinned = pinned_keys(node.annotations)
     return any(
@@ -421,7 +424,7 @@ def _stamped(
     free_until = max([*frees, *filter(None, [window.free_until])], default=None)
     start, until, capped = window.stretch_start, window.hold_until, window.capped
     if start is not None and until is not None and window.reach is not None:
-        ours = [m for m in members if HOLD_STARTED in m.annotations and _holds_ours(m, hold)]
+        ours = [m for m in members if HOLD_STARTED in m.annotations and holds_ours(m, hold)]
         starts = [t for m in ours if (t := _stamp(m, HOLD_STARTED, now, bound)[0]) and t <= now]
         if starts and min(starts) < start:
             start = min(starts)
@@ -450,7 +453,8 @@ def _stamped(
 def decide_node(
     node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mode, now: datetime
 ) -> NodeDecision:
-    """One node's decision: its hold keys and claims, then its stamps, in one patch."""
+    """One node's decision: its hold keys and claims, then its stamps, in one patch. A node
+    its NodePool's budget entry holds (`budget`; `auto`: `hold.budgeted`) gets no annotation."""
     if mode in (Mode.PIN, Mode.UNPIN):
         return _decide_pin(node, hold, mode, now)
     annotations = node.annotations
@@ -458,7 +462,10 @@ def decide_node(
     keys = (*hold.annotations, *sorted((claims | pins) - set(hold.annotations)))
     states = tuple((k, key_state(annotations, k, claims, pins)) for k in keys)
     selected = hold.node_selector.matches(node.labels)
-    held = mode is Mode.RECONCILE and window.held and not node.deleting and selected
+    on_budget = (
+        hold.mechanism is Mechanism.BUDGET or node.labels.get(DEFAULT_GROUP_LABEL) in hold.budgeted
+    )
+    held = mode is Mode.RECONCILE and window.held and selected and not (node.deleting or on_budget)
     created = min(node.created, now)
     decision = NodeDecision(
         node.name, window.name, held, node.deleting, created, states, selected=selected
@@ -516,7 +523,7 @@ def _stamps(
     free, free_bad = _stamp(node, FREE_UNTIL, now, window.bound)
     want: dict[str, str | None] = dict.fromkeys((HOLD_STARTED, FREE_UNTIL))
     if held and capped and mode is Mode.RECONCILE:
-        if started and _holds_ours(node, hold):  # it came with our hold: the stretch began then
+        if started and holds_ours(node, hold):  # it came with our hold: the stretch began then
             want[HOLD_STARTED] = annotations[HOLD_STARTED]
         elif window.stretch_start:
             want[HOLD_STARTED] = format_time(window.stretch_start)
@@ -583,8 +590,8 @@ def _transitions(
         if mode is Mode.RECONCILE and window.held and adds:
             ours = any(s is KeyState.OURS and _known(k, hold) for d in group for k, s in d.keys)
             reason, changed = (Reason.EXTENDED if ours else Reason.STARTED), adds
-        elif removes:
-            reason, changed = Reason.ENDED, removes
+        elif removes and not (window.held and mode is Mode.RECONCILE and hold.mechanism.budgets):
+            reason, changed = Reason.ENDED, removes  # held: not an end, a budget took over
         else:
             continue
         anchor = window.youngest or changed[0].node

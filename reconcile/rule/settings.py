@@ -58,6 +58,18 @@ class Output(StrEnum):
     JSON = "json"
 
 
+class Mechanism(StrEnum):
+    """How a hold reaches Karpenter: node annotations, or NodePool budgets (rule/budget.py)."""
+
+    ANNOTATION = "annotation"
+    BUDGET = "budget"
+    AUTO = "auto"
+
+    @property
+    def budgets(self) -> bool:
+        return self is not Mechanism.ANNOTATION
+
+
 class Mode(StrEnum):
     """What a run does: the command (`status` is a reconcile that writes nothing)."""
 
@@ -78,6 +90,9 @@ class HoldSettings:
     trigger_selector: Selector = EVERYTHING
     node_selector: Selector = EVERYTHING
     max_hold: timedelta | None = None
+    mechanism: Mechanism = Mechanism.ANNOTATION
+    #: auto: the NodePools a run holds by their budget entry, not by annotations (rule/budget.py)
+    budgeted: frozenset[str] = frozenset()
 
     @property
     def label_keys(self) -> frozenset[str]:
@@ -85,6 +100,8 @@ class HoldSettings:
         keys = self.trigger_selector.keys | self.node_selector.keys
         if self.scope is Scope.GROUP:
             keys |= {self.group_label}
+        if self.mechanism.budgets:
+            keys |= {DEFAULT_GROUP_LABEL}  # which NodePool's budget holds the node
         return keys
 
 
@@ -372,4 +389,22 @@ def check_max_hold(
             f"{label}: {format_duration(hold.max_hold)} is shorter than the hold "
             f"duration ({format_duration(hold.hold_duration)}); use a value of at least the hold "
             "duration, or leave it unset"
+        )
+
+
+def check_mechanism(hold: HoldSettings) -> None:
+    """A budget entry holds a whole NodePool: a window must be the cluster or one NodePool."""
+    if hold.scope is Scope.NODE:
+        finer = "--hold-scope (HOLD_SCOPE) node"
+    elif hold.scope is Scope.GROUP and hold.group_label != DEFAULT_GROUP_LABEL:
+        finer = f"--group-label (HOLD_GROUP_LABEL) {hold.group_label}"
+    else:
+        selector = hold.node_selector
+        finer = f"--node-selector (HOLD_NODE_SELECTOR) {selector.text!r}" if selector else ""
+    if hold.mechanism.budgets and finer:
+        raise ConfigError(
+            f"--mechanism (NODE_HOLDER_MECHANISM) {hold.mechanism}: {finer} holds less than a "
+            "whole NodePool, which a budget cannot; use --hold-scope cluster, or group with "
+            f"--group-label {DEFAULT_GROUP_LABEL}, and no --node-selector; or --mechanism "
+            "annotation"
         )

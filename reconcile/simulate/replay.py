@@ -19,7 +19,7 @@ import heapq
 import math
 import re
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from reconcile.rule import decide as rules
 from reconcile.rule import settings
+from reconcile.rule.budget import budget_entry
 from reconcile.rule.settings import ConfigError, HoldSettings, Scope, format_duration
 from reconcile.simulate.timeline import Timeline, TimelineNode, iso, load_timeline, parse_time
 
@@ -43,6 +44,7 @@ PAGE_SIZE = settings.RunSettings().page_size  # a run lists its nodes in the Cro
 STAMPS = frozenset({settings.HOLD_STARTED, settings.FREE_UNTIL})
 FEW = 8  # a window of at most this many nodes: decide() sees them all (cheaper than choosing)
 _TIMES = [f.name for f in fields(rules.HoldWindow)]
+POOL_LABEL = settings.DEFAULT_GROUP_LABEL  # a node's NodePool (the budget mechanism's figure)
 
 #: Told how far a replay has come: (configuration label, runs done, runs in all).
 Progress = Callable[[str, int, int], None]
@@ -260,6 +262,7 @@ class Result:
     present_nodes: list[int] = field(default_factory=list)  # nodes in the cluster at each run
     held_nodes: list[int] = field(default_factory=list)  # carrying a hold annotation, each run
     writes: list[int] = field(default_factory=list)  # node patches each run applied
+    budget_writes: int = 0  # NodePool patches of --mechanism budget (none in node scope)
     events: int = 0
     requests: int = 0  # computed: list pages + patches + Events, as a real run sends them
     removed_while_held: int = 0  # timeline deletions of nodes that carried the hold
@@ -356,6 +359,7 @@ class _Win:
     floor: datetime | None = None
     pending: set[str] = field(default_factory=set)  # arrived since it was last decided
     last: rules.HoldWindow | None = None
+    entry: dict | None = None  # --mechanism budget: the entry its NodePools would carry
 
     def nodes(self) -> list[str]:
         return [name for cls in self.classes.values() for name in cls.members]
@@ -385,6 +389,7 @@ class _Replay:
         self.due: dict[int, set[str]] = defaultdict(set)  # run -> windows to decide then
         self.queue: list[int] = []  # the runs in `due`, earliest first
         self.present = self.carrying = 0
+        self.nodepools: Counter[str | None] = Counter()  # NodePool label -> nodes present
         self.kept: list[tuple[datetime, datetime, str | None]] = []  # removed while held
 
     def carries(self, annotations: Mapping[str, str]) -> bool:
@@ -453,6 +458,7 @@ class _Replay:
         self._join(win, cls, {node.name: created})
         win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
+        self.nodepools[node.labels.get(POOL_LABEL)] += 1
         self.present += 1
         self.carrying += self.carries(node.annotations)
         return name
@@ -484,6 +490,7 @@ class _Replay:
             if last and last.held and last.hold_until and node.deleted < last.hold_until:  # type: ignore[operator]
                 self.kept.append((node.deleted, last.hold_until, self.group[node.name]))  # type: ignore[arg-type]
         self.present -= 1
+        self.nodepools -= Counter([node.labels.get(POOL_LABEL)])
         win.pending.discard(node.name)
         self.ends.pop(node.name, None)
         del self.group[node.name]
@@ -532,6 +539,10 @@ class _Replay:
                 self._join(win, cls, cls.members)
         self._period(name, window, held, tick)
         win.last = window
+        entry = budget_entry(window.stretch_start, window.hold_until) if window.held else None  # type: ignore[arg-type]
+        if entry != win.entry:  # the budget mechanism: one patch on each of its NodePools
+            win.entry = entry
+            self.result.budget_writes += self._nodepools(name)
         for moment in (getattr(window, t) for t in _TIMES):
             if isinstance(moment, datetime) and moment > tick:
                 self._due(self.window.index(moment), name)
@@ -622,6 +633,13 @@ class _Replay:
             if end > reach and (best is None or end > self.ends[best]):  # type: ignore[operator]
                 best = name
         return [*chain, *([best] if best else []), whole.youngest]  # type: ignore[list-item]
+
+    def _nodepools(self, name: str) -> int:
+        """NodePools a budget entry of this window goes on: all, its own (a NodePool's group)."""
+        if self.hold.scope is Scope.CLUSTER:
+            return sum(1 for pool in self.nodepools if pool)
+        by_pool = self.hold.scope is Scope.GROUP and self.hold.group_label == POOL_LABEL
+        return int(by_pool and name.startswith(f"{POOL_LABEL}="))
 
     def _period(self, name: str, window: rules.HoldWindow, held: int, tick: datetime) -> None:
         period = self.open.get(name)

@@ -80,6 +80,7 @@ def figures(result: Result, sim: Simulation) -> dict[str, Any]:
             "total": writes,
             "per_run_avg": writes / max(result.runs, 1),
             "per_run_max": max(result.writes, default=0),
+            "nodepools_budget": result.budget_writes,
         },
         "events": result.events,
         "requests": result.requests,
@@ -230,6 +231,7 @@ _ROWS: tuple[tuple[str, Callable[[dict[str, Any], float], str]], ...] = (
         "writes per run: avg / max",
         lambda c, _: f"{c['writes']['per_run_avg']:.2f} / {c['writes']['per_run_max']}",
     ),
+    ("NodePool writes if --mechanism budget", lambda c, _: f"{c['writes']['nodepools_budget']:,}"),
     ("Events recorded", lambda c, _: str(c["events"])),
     ("API requests (computed)", lambda c, _: f"{c['requests']:,}"),
 )
@@ -251,6 +253,8 @@ def _comparison(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
         "    would not have disrupted them voluntarily then: the churn a hold prevents",
         *[line.format(group=hold.group_label) for line in ESTIMATES],
         "  writes: annotation patches sent to nodes; Events: HoldStarted/Extended/Ended recorded",
+        "  NodePool writes: the budget mechanism's patches, one per NodePool (node label",
+        "    karpenter.sh/nodepool) each time its entry changes; none in node scope",
         "  API requests: what the runs would send: list pages (500 nodes each), patches, Events",
     ]
 

@@ -6,7 +6,7 @@ after every run, the same writes, Events and API requests."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -14,7 +14,7 @@ import pytest
 
 from reconcile.cli.report import event_message
 from reconcile.rule.decide import NodeView
-from reconcile.rule.settings import HoldSettings, RunSettings, Scope
+from reconcile.rule.settings import HoldSettings, Mechanism, RunSettings, Scope
 from reconcile.run import run_once
 from reconcile.simulate.replay import ANCIENT, ReplayOptions, replay, replay_window, schedule
 from reconcile.simulate.timeline import load_timeline
@@ -39,6 +39,7 @@ class Replayed:
     runs: list[Run]
     events: int
     requests: int
+    nodepool_writes: int = 0  # --mechanism budget: NodePool patches that landed
 
 
 def entry(name: str, created: str, deleted: str = "", pool: str = "", **annotations: str) -> str:
@@ -120,7 +121,7 @@ def through_the_api(api: ApiServer, kubeconfig: Path, path: str, hold: HoldSetti
     kube = kube_for(kubeconfig)
     run = RunSettings(qps=0)
     runs: list[Run] = []
-    requests = events = 0
+    requests = events = nodepool_writes = 0
     for i in range(window.runs):
         api.set_clock(window.tick(i))
         for node in plan.departures.get(i, ()):
@@ -141,7 +142,8 @@ def through_the_api(api: ApiServer, kubeconfig: Path, path: str, hold: HoldSetti
         annotations = {n: api.annotations(n) for n in api.node_names()}
         runs.append(Run(annotations, result.applied.writes))
         events += len(result.events)
-    return Replayed(runs, events, requests)
+        nodepool_writes += sum(r.outcome == "patched" for r in result.pools.results)
+    return Replayed(runs, events, requests, nodepool_writes)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -162,3 +164,27 @@ def test_the_replay_gives_the_same_annotations_as_real_runs(
         assert mine.writes == theirs.writes, f"writes of the run at minute {i}"
     assert (memory.events, memory.requests) == (real.events, real.requests)
     assert real.events > 0 and sum(r.writes for r in real.runs) > 0  # holds happened
+
+
+@pytest.mark.parametrize("scope", [Scope.CLUSTER, Scope.GROUP])
+def test_the_replays_nodepool_writes_are_the_budget_mechanisms(
+    scope: Scope, api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """`simulate`'s figure for the budget mechanism (one write per NodePool whenever its
+    entry changes) against real runs of `--mechanism budget` over the same timeline: the
+    NodePool patches stored, run by run, summed."""
+    _, entries = CASES["group scope"]
+    path = tmp_path / "timeline.yaml"
+    path.write_text(
+        f"start: {t('00:00:00')}\nend: {t('01:00:00')}\nnodes:\n"
+        + "".join(f"  - {e}\n" for e in entries)
+    )
+    hold = HoldSettings(scope=scope)
+    timeline = load_timeline([str(path)])
+    window = replay_window(timeline, [hold], timedelta(minutes=1))
+    figure = replay(timeline, window, hold, ReplayOptions()).budget_writes
+    api.add_nodepool("a")
+    api.add_nodepool("b")
+    real = through_the_api(api, kubeconfig, str(path), replace(hold, mechanism=Mechanism.BUDGET))
+    assert sum(r.writes for r in real.runs) == 0, "the budget mechanism writes no node"
+    assert figure == real.nodepool_writes > 0

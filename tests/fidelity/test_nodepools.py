@@ -598,3 +598,14 @@ def test_kubectl_create_apply_and_replace(api, kubectl, tmp_path):
         ("PUT", "Strict"),
         ("POST", "Strict"),
     ]
+
+
+def test_a_cluster_without_the_crd_answers_404_on_nodepool_paths(api, api_http):
+    """`nodepools_served = False`: a cluster without Karpenter's CRD, where kube-apiserver
+    answers an unknown resource's path with its generic 404."""
+    api.add_nodepool("web")
+    api.nodepools_served = False
+    for path in (POOLS, pool("web")):
+        reply = api_http.get(path)
+        assert (reply.status, reply.json["reason"]) == (404, "NotFound")
+        assert reply.json["message"] == "the server could not find the requested resource"

@@ -546,6 +546,8 @@ class ApiServer:
         self.debug_endpoints = False  # test-only /debug/ control (debugapi.py), standalone only
         self.expand: tuple[bytes, bytes] | None = None  # (placeholder, bytes): big annotations
         self.errors: list[str] = []  # tracebacks of unexpected server errors (answered as 500)
+        #: False: a cluster without Karpenter's NodePool CRD (its paths answer 404, as there).
+        self.nodepools_served = True
         self._tokens = auth.Tokens()
         self._clock_offset = clock_offset
         self._frozen: datetime | None = None
@@ -1053,7 +1055,8 @@ class ApiServer:
             if len(rest) in (3, 4) and rest[0] == "namespaces" and rest[2] in BATCH_KINDS:
                 name = rest[3] if len(rest) == 4 else ""
                 return self._resource(req, BATCH_KINDS[rest[2]], rest[1], name, "")
-        if parts[:4] == ["apis", "karpenter.sh", "v1", "nodepools"] and len(parts) <= 6:
+        nodepools = parts[:4] == ["apis", "karpenter.sh", "v1", "nodepools"]
+        if nodepools and len(parts) <= 6 and self.nodepools_served:
             sub = parts[5] if len(parts) == 6 else ""
             if sub not in ("", "status"):
                 raise path_not_found()

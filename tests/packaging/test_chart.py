@@ -163,6 +163,7 @@ def test_every_object_validates_strictly(helm, values, kube):
         kubernetes_validate.validate(obj, kube, strict=True)
     policy = [o for o in objs if o["kind"].startswith("ValidatingAdmissionPolicy")]
     expected = 2 if kube != "1.27" and values != "without-admission-policy" else 0
+    expected *= 2 if values == "budget-mechanism" else 1  # and the NodePool policy
     assert len(policy) == expected, "the admission policy needs 1.30 (admissionregistration/v1)"
 
 
@@ -255,7 +256,7 @@ def test_every_env_var_is_one_the_cli_reads_with_a_value_it_accepts(helm, values
 @pytest.mark.parametrize("values", VALUES_SETS)
 def test_rbac_is_least_privilege_and_bound_to_the_runs(helm, values):
     objs = installed(template(helm, values))
-    base = kustomize("base")
+    base = kustomize("base" if values == "default" else f"overlays/{values}")
     for kind in ("ClusterRole", "Role"):
         assert one(objs, kind)["rules"] == one(base, kind)["rules"]
     sa = one(objs, "ServiceAccount")
@@ -372,6 +373,21 @@ def test_settings_map_sets_the_other_knobs_as_the_verdict_test_assumes(helm):
         (["--set", "startingDeadlineSeconds=5"], "/startingDeadlineSeconds"),
         (["--set", "image=ghcr.io/x/y:1"], "image.repository and image.tag"),
         (["--set", "serviceAccount.create=false"], "serviceAccount.name"),
+        (["--set", "mechanism=budgets"], "mechanism (NODE_HOLDER_MECHANISM): 'budgets' is not"),
+        # The CLI's check_mechanism, in the values' names: a budget holds whole NodePools.
+        (
+            ["--set", "mechanism=budget", "--set", "holdScope=node"],
+            "mechanism (NODE_HOLDER_MECHANISM) budget: holdScope (HOLD_SCOPE) node holds less "
+            "than a whole NodePool",
+        ),
+        (
+            ["--set", "mechanism=auto", "--set", "holdScope=group", "--set", "holdGroupLabel=x"],
+            "auto: holdGroupLabel (HOLD_GROUP_LABEL) x holds less",
+        ),
+        (
+            ["--set", "mechanism=Budget", "--set", "holdNodeSelector=team=a"],
+            "budget: holdNodeSelector (HOLD_NODE_SELECTOR) 'team=a' holds less",
+        ),
     ],
 )
 def test_bad_values_fail_at_install_time_with_a_message(helm, args, message):
@@ -516,19 +532,23 @@ def _allowed(objs: list[dict[str, Any]], request: tuple[str, str, str, str, str]
     return False
 
 
-@pytest.mark.parametrize("dry_run", ["false", "true"])
-def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path, dry_run):
+@pytest.mark.parametrize(
+    ("dry_run", "mechanism"), [("false", "annotation"), ("true", "annotation"), ("true", "budget")]
+)
+def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path, dry_run, mechanism):
     """Run the hook's command with its environment (the settings ConfigMap, then its own env)
-    against the API test server; every request it makes is one its Role or ClusterRole allows,
-    and the holds are gone, also when the runs are a dry run (issue 20 §4): an uninstall that
-    left them would leave them for good."""
+    against the API test server, which answers 403 to any request the hook's Role and
+    ClusterRole do not allow, as RBAC would. The holds are gone, also when the runs are a dry
+    run (issue 20 §4): an uninstall that left them would leave them for good; with the budget
+    mechanism the NodePool's entry too. With annotations the hook may not read NodePools: the
+    release says so and goes on (issue 24 §2: release looks whatever the mechanism)."""
     from tests.clusters import run_cli  # noqa: PLC0415
     from tests.kubeapi.apiserver import ApiServer  # noqa: PLC0415
+    from tests.kubeapi.statuses import forbidden  # noqa: PLC0415
 
     namespace = "kube-system"  # a namespace the test server has
-    rendered = run_helm(
-        helm, "template", RELEASE, str(CHART), "-n", namespace, "--set", f"dryRun={dry_run}"
-    ).stdout
+    values = ["--set", f"dryRun={dry_run}", "--set", f"mechanism={mechanism}"]
+    rendered = run_helm(helm, "template", RELEASE, str(CHART), "-n", namespace, *values).stdout
     objs = [o for o in yaml.safe_load_all(rendered) if o]
     assert env_of(objs, pod_spec(one(objs, "CronJob")))["NODE_HOLDER_DRY_RUN"] == dry_run
     hook_rbac = [o for o in objs if is_hook(o) and o["kind"] in ("Role", "ClusterRole")]
@@ -539,6 +559,10 @@ def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path, dry_run):
         "karpenter.sh/do-not-disrupt": "true",
         "node-holder.dev/owned-annotations": "karpenter.sh/do-not-disrupt",
     }
+    entry = {"duration": "20m", "nodes": "0", "reasons": ["Empty", "Underutilized"]}
+    entry["schedule"] = "0 9 22 11 *"
+    owned = {"node-holder.dev/budget": json.dumps(entry, separators=(",", ":"), sort_keys=True)}
+    refused = []
     with ApiServer() as api:
         cronjob = api.add_batch(
             "cronjobs",
@@ -557,6 +581,15 @@ def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path, dry_run):
             },
         )
         api.add_node("held", eks=False, annotations=ours)
+        api.add_nodepool("batch", budgets=[{"nodes": "10%"}, entry], annotations=owned)
+
+        def rbac(info: Any) -> None:
+            verb, group, resource, ns, obj = request = _request_verb(info.method, info.path)
+            if not _allowed(hook_rbac, request):
+                refused.append(request)
+                raise forbidden("hook", verb, resource, name=obj, group=group, namespace=ns)
+
+        api.on_request(rbac)
         kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
         env = env_of(objs, pod_spec(job))
         assert env["NODE_HOLDER_DRY_RUN"] == "false"
@@ -564,8 +597,15 @@ def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path, dry_run):
         assert result.code == 0, result.stderr
         assert api.get_node("held")["metadata"].get("annotations", {}) == {}
         assert api.get_batch("cronjobs", namespace, name)["spec"]["suspend"] is True
+        pool = api.get_nodepool("batch")
         requests = [_request_verb(r.method, r.path) for r in api.requests]
-    assert {r[2] for r in requests} == {"nodes", "cronjobs", "jobs"}
-    for request in requests:
-        assert _allowed(hook_rbac, request), f"the hook's RBAC does not allow {request}"
+    assert {r[2] for r in requests} == {"nodes", "cronjobs", "jobs", "nodepools"}
+    if mechanism == "annotation":
+        assert refused == [("list", "karpenter.sh", "nodepools", "", "")]
+        assert "NodePools not read (403 Forbidden" in result.stderr
+        assert pool["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}, entry]
+    else:
+        assert refused == []
+        assert pool["spec"]["disruption"]["budgets"] == [{"nodes": "10%"}]
+        assert "node-holder.dev/budget" not in pool["metadata"].get("annotations", {})
     assert not _allowed(hook_rbac, ("patch", "batch", "cronjobs", namespace, "other"))

@@ -63,6 +63,7 @@ OVERLAY_ENV_CHANGES: dict[str, dict[str, str]] = {
         "HOLD_TRIGGER_SELECTOR": "karpenter.sh/provisioner-name",
     },
     "karpenter-only-cluster": {},
+    "budget-mechanism": {"NODE_HOLDER_MECHANISM": "budget"},
 }
 
 
@@ -378,8 +379,10 @@ def _rules(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def test_rbac_is_least_privilege(target):
     objs = render(target)
     cluster_rules = _rules(objs, "ClusterRole")
+    budgets = [(["karpenter.sh"], ["nodepools"], ["get", "list", "patch"])]
     assert [(r["apiGroups"], r["resources"], sorted(r["verbs"])) for r in cluster_rules] == [
-        ([""], ["nodes"], ["get", "list", "patch"])
+        ([""], ["nodes"], ["get", "list", "patch"]),
+        *(budgets if env_of(objs)["NODE_HOLDER_MECHANISM"] != "annotation" else []),
     ]
 
     role = only(objs, "Role")
@@ -595,6 +598,16 @@ def _expected_overlay(name: str) -> list[dict[str, Any]]:
         template = pod_template(expected)
         del template["spec"]["affinity"]
         template["metadata"]["annotations"] = {HOLD_ANNOTATION: "true"}
+    if name == "budget-mechanism":  # and NodePools: RBAC and their admission policy
+        only(expected, "ClusterRole")["rules"].append(
+            {
+                "apiGroups": ["karpenter.sh"],
+                "resources": ["nodepools"],
+                "verbs": ["get", "list", "patch"],
+            }
+        )
+        policy = CRONJOB_DIR / "components" / "budget-mechanism" / "nodepool-policy.yaml"
+        expected += [o for o in yaml.safe_load_all(policy.read_text()) if o]
     return expected
 
 

@@ -55,6 +55,27 @@ BAD_OPTIONS: list[tuple[str, tuple[str, ...], dict[str, str], tuple[str, ...]]] 
     ("qps inf", ("--qps", "inf"), {}, ("--qps",)),
     ("qps env", (), {"NODE_HOLDER_QPS": "fast"}, ("NODE_HOLDER_QPS",)),
     ("events env", (), {"NODE_HOLDER_EVENTS": "sometimes"}, ("--events",)),
+    ("mechanism", ("--mechanism", "budgets"), {}, ("--mechanism",)),
+    ("mechanism env", (), {"NODE_HOLDER_MECHANISM": "both"}, ("NODE_HOLDER_MECHANISM",)),
+    # A budget holds a whole NodePool: finer windows are refused, whichever way they come.
+    (
+        "budget in node scope",
+        ("--mechanism", "budget", "--hold-scope", "node"),
+        {},
+        ("--mechanism (NODE_HOLDER_MECHANISM) budget", "--hold-scope (HOLD_SCOPE) node"),
+    ),
+    (
+        "auto by another group label",
+        ("--hold-scope", "group", "--group-label", "eks.amazonaws.com/nodegroup"),
+        {"NODE_HOLDER_MECHANISM": "auto"},
+        ("auto", "--group-label (HOLD_GROUP_LABEL) eks.amazonaws.com/nodegroup"),
+    ),
+    (
+        "budget with a node selector",
+        (),
+        {"NODE_HOLDER_MECHANISM": "budget", "HOLD_NODE_SELECTOR": "team=a"},
+        ("--node-selector (HOLD_NODE_SELECTOR) 'team=a'", "or --mechanism annotation"),
+    ),
     ("clock", ("--clock", "sundial"), {}, ("--clock",)),
     ("clock env", (), {"NODE_HOLDER_CLOCK": "atomic"}, ("NODE_HOLDER_CLOCK",)),
     ("timeout word", ("--timeout", "soon"), {}, ("--timeout",)),

@@ -150,7 +150,8 @@ def test_a_hold_edge_of_more_than_20000_nodes_is_warned_about_in_every_output(
     warning = (
         f"this hold start or end patches {LARGE_EDGE + 1} nodes (more than {LARGE_EDGE:,}), "
         "each patch sent to every client that watches all Nodes: hold each NodePool on its "
-        "own (--hold-scope group)"
+        "own (--hold-scope group), or use the NodePool-budget mechanism (--mechanism budget: "
+        "one write per NodePool)"
     )
     args = ("reconcile", "--kubeconfig", str(kubeconfig), "--dry-run")
 

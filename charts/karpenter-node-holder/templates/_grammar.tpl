@@ -123,6 +123,16 @@
    "fix": "use one of text, json",
    "kind": "choice"
   },
+  "mechanism": {
+   "choices": [
+    "annotation",
+    "budget",
+    "auto"
+   ],
+   "env": "NODE_HOLDER_MECHANISM",
+   "fix": "use one of annotation, budget, auto",
+   "kind": "choice"
+  },
   "output": {
    "choices": [
     "text",

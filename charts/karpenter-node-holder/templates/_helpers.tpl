@@ -83,6 +83,7 @@ two sets apart, so no name repeats.
   (list "HOLD_TRIGGER_SELECTOR" $v.holdTriggerSelector)
   (list "HOLD_NODE_SELECTOR" $v.holdNodeSelector)
   (list "HOLD_MAX_DURATION" $v.holdMaxDuration)
+  (list "NODE_HOLDER_MECHANISM" $v.mechanism)
   (list "NODE_HOLDER_DRY_RUN" $v.dryRun)
   (list "NODE_HOLDER_EVENTS" $v.events)
   (list "NODE_HOLDER_TIMEOUT" $v.timeout)
@@ -151,4 +152,13 @@ securityContext:
 
 {{- define "node-holder.hookName" -}}
 {{- printf "%s-uninstall" (include "node-holder.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The budget mechanism's RBAC rule (rbac.yaml, the uninstall hook): NodePools, when used. */}}
+{{- define "node-holder.nodepoolRule" -}}
+{{- if ne (include "node-holder.text" .Values.mechanism | trim | lower) "annotation" }}
+- apiGroups: ["karpenter.sh"]
+  resources: ["nodepools"]
+  verbs: ["get", "list", "patch"]
+{{- end }}
 {{- end }}

@@ -7,7 +7,7 @@ out below. tests/packaging/test_chart_values.py feeds the same text to the CLI's
 `helm template` and requires the same verdict and the same words.
 
 Then the rules across values, which the CLI cannot see: --max-hold not shorter than the hold
-(the CLI's check_max_hold), timeout < activeDeadlineSeconds < the schedule's interval, and the
+(the CLI's check_max_hold), the budget mechanism's whole NodePools (check_mechanism), timeout < activeDeadlineSeconds < the schedule's interval, and the
 uninstall hook's deadline within Helm's default timeout.
 */ -}}
 
@@ -27,6 +27,16 @@ uninstall hook's deadline within Helm's default timeout.
 {{- $hold := $seconds.holdDuration | float64 }}
 {{- if and $seconds.holdMaxDuration (lt ($seconds.holdMaxDuration | float64) $hold) }}
 {{- fail (printf "holdMaxDuration (HOLD_MAX_DURATION): %s is shorter than the hold duration (%s); use a value of at least the hold duration, or leave it unset" (include "node-holder.duration" $seconds.holdMaxDuration) (include "node-holder.duration" $hold)) }}
+{{- end }}
+{{- $mechanism := include "node-holder.text" .Values.mechanism | trim | lower }}
+{{- $scope := include "node-holder.text" .Values.holdScope | trim | lower }}
+{{- $finer := "" }}
+{{- if eq $scope "node" }}{{ $finer = "holdScope (HOLD_SCOPE) node" }}
+{{- else if and (eq $scope "group") (ne (include "node-holder.text" .Values.holdGroupLabel | trim) "karpenter.sh/nodepool") }}{{ $finer = printf "holdGroupLabel (HOLD_GROUP_LABEL) %s" (include "node-holder.text" .Values.holdGroupLabel | trim) }}
+{{- else if trim (include "node-holder.text" .Values.holdNodeSelector) }}{{ $finer = printf "holdNodeSelector (HOLD_NODE_SELECTOR) %s" (include "node-holder.repr" .Values.holdNodeSelector) }}
+{{- end }}
+{{- if and (ne $mechanism "annotation") $finer }}
+{{- fail (printf "mechanism (NODE_HOLDER_MECHANISM) %s: %s holds less than a whole NodePool, which a budget cannot; use holdScope cluster, or group with holdGroupLabel karpenter.sh/nodepool, and no holdNodeSelector; or mechanism annotation" $mechanism $finer) }}
 {{- end }}
 {{- $deadline := .Values.activeDeadlineSeconds | int }}
 {{- $timeout := $seconds.timeout | float64 }}

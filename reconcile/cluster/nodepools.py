@@ -1,0 +1,99 @@
+"""NodePools for the budget mechanism (reconcile/rule/budget.py): read them, send each change
+as one JSON Patch; a failed `test` (422) reads it again and decides again, as a 409 on a node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from reconcile.cluster.apply import MAX_CONFLICTS, OUTCOMES, SENT_ERRORS, Outcome
+from reconcile.cluster.client import Client
+from reconcile.cluster.errors import ApiError, Forbidden, NotFound, TransportError
+from reconcile.cluster.pool import DeadlineExceeded, Pool, explain
+from reconcile.cluster.read import ListFailed
+from reconcile.rule.budget import PoolPatch, PoolView, decide_pool, pool_view
+from reconcile.rule.decide import Plan
+from reconcile.rule.settings import HoldSettings, Mode, RunSettings
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    patch: PoolPatch  # the one finally sent (after re-decisions), or planned
+    outcome: Outcome
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Pools:
+    """The NodePools one run read, the changes it plans on them, and how they landed."""
+
+    views: tuple[PoolView, ...] = ()
+    unreadable: str | None = None  # release without the rights to read them: why
+    patches: tuple[PoolPatch, ...] = ()
+    results: tuple[PoolResult, ...] = ()
+
+    @property
+    def failed(self) -> tuple[PoolResult, ...]:
+        return tuple(r for r in self.results if r.outcome in (Outcome.FAILED, Outcome.NOT_SENT))
+
+
+def read_pools(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -> Pools:
+    """Every NodePool, for budgets and for release (whatever the mechanism); no NodePool API
+    (404): none. Unreadable: the run changes nothing (ListFailed); release says why, goes on."""
+    if run.mode is not Mode.RELEASE and not hold.mechanism.budgets:
+        return Pools()  # (pin and unpin: no mechanism)
+    try:
+        items = pool.retry(lambda timeout: kube.list_nodepools(timeout=timeout), "list nodepools")
+    except NotFound:
+        return Pools()
+    except (ApiError, TransportError, DeadlineExceeded) as exc:
+        if run.mode is Mode.RELEASE and isinstance(exc, Forbidden):
+            return Pools(unreadable=explain(exc))
+        raise ListFailed(f"cannot list NodePools: {explain(exc)}; nothing was changed") from None
+    return Pools(tuple(pool_view(item) for item in items))
+
+
+def apply_pools(
+    pools: Pools, plan: Plan, kube: Client, pool: Pool, on_result: Callable[[PoolResult], None]
+) -> Pools:
+    """Each NodePool's patch, one after the other (a few); `on_result` hears each as it lands."""
+    results = []
+    for patch in pools.patches:
+        results.append(_send(patch, plan, kube, pool))
+        on_result(results[-1])
+    return replace(pools, results=tuple(results))
+
+
+def _send(patch: PoolPatch, plan: Plan, kube: Client, pool: Pool) -> PoolResult:
+    """One NodePool's patch. A failed `test` (422) or an unreadable answer: read it again and
+    decide again; if it had not changed, the 422 was no failed `test` (the CRD's validation,
+    an admission policy) and the patch failed."""
+    name = patch.pool.name
+    for _ in range(MAX_CONFLICTS + 1):
+        try:
+            ops = patch.body()
+            pool.retry(
+                lambda t, ops=ops: kube.nodepool(name, ops, timeout=t),
+                f"nodepool/{name}: patch",
+                write=True,
+            )
+            return PoolResult(patch, Outcome.PATCHED)
+        except SENT_ERRORS as exc:
+            tested = isinstance(exc, ApiError) and exc.status == 422
+            outcome, error = None if tested else _outcome(exc), explain(exc)
+        if outcome is not None:
+            return PoolResult(patch, outcome, error)
+        try:
+            found = pool.retry(lambda t: kube.nodepool(name, timeout=t), f"nodepool/{name}: get")
+        except SENT_ERRORS as exc:
+            return PoolResult(patch, _outcome(exc) or Outcome.FAILED, explain(exc))
+        fresh = pool_view(found)
+        again = decide_pool(fresh, plan)
+        if again is None or fresh == patch.pool:
+            return PoolResult(patch, Outcome.FAILED if again else Outcome.SETTLED, error)
+        patch = again
+    return PoolResult(patch, Outcome.FAILED, f"still changing after {MAX_CONFLICTS} re-reads")
+
+
+def _outcome(exc: Exception) -> Outcome | None:
+    return next(outcome for kind, outcome in OUTCOMES if isinstance(exc, kind))

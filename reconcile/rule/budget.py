@@ -1,0 +1,160 @@
+"""The NodePool-budget mechanism (`--mechanism budget|auto`): which NodePools carry this
+tool's budget entry, the entry, and the JSON Patch that adds, extends or removes it. Pure.
+
+Karpenter v1 consolidates none of a NodePool's nodes while a budget `{nodes: "0", reasons:
+[Empty, Underutilized]}` is active: one write per NodePool, not one per node. The entry is
+active from the hold's start (UTC, to the minute) for the hold's length (rounded up to whole
+minutes), so Karpenter stops honouring it when the hold would end, even if node-holder is gone.
+ENTRY_KEY on the NodePool is the exact entry: only that entry, found by value, is ever changed.
+An annotation whose entry is not in the list (a GitOps tool restored it) is a revert: said,
+the annotation dropped or refreshed; `budget` adds the entry again, `auto` holds that
+NodePool's nodes with annotations until the hold ends.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from reconcile.rule.decide import HoldWindow, Plan, Reason, Transition, holds_ours
+from reconcile.rule.nodes import NodeView
+from reconcile.rule.settings import DEFAULT_GROUP_LABEL, HoldSettings, Mechanism, Mode, Scope
+
+#: On a NodePool: the budget entry node-holder added, as compact JSON with sorted keys.
+ENTRY_KEY = "node-holder.dev/budget"
+REASONS = ("Empty", "Underutilized")  # consolidation only: drift and expiration go on
+BUDGETS = "/spec/disruption/budgets"
+_KEY_PATH = "/metadata/annotations/" + ENTRY_KEY.replace("~", "~0").replace("/", "~1")
+_EVENTS = {"add": Reason.STARTED, "extend": Reason.EXTENDED, "remove": Reason.ENDED}
+
+
+def budget_entry(start: datetime, until: datetime) -> dict[str, Any]:
+    """The entry for a hold from `start` to `until` (UTC): active from the minute of `start`
+    until at least `until`."""
+    start = start.replace(second=0, microsecond=0)
+    minutes = max(1, math.ceil((until - start) / timedelta(minutes=1)))
+    hours, rest = divmod(minutes, 60)
+    duration = (f"{hours}h" if hours else "") + (f"{rest}m" if rest or not hours else "")
+    schedule = f"{start.minute} {start.hour} {start.day} {start.month} *"
+    return {"duration": duration, "nodes": "0", "reasons": list(REASONS), "schedule": schedule}
+
+
+def _named(value: str | None) -> dict[str, Any] | None:
+    """The entry an ENTRY_KEY value names, if it is one this tool writes."""
+    try:
+        entry = json.loads(value) if value else None
+    except ValueError:
+        return None
+    ours = isinstance(entry, dict) and set(entry) == {"duration", "nodes", "reasons", "schedule"}
+    return entry if ours and entry["nodes"] == "0" and entry["reasons"] == list(REASONS) else None
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What the mechanism reads of a Karpenter v1 NodePool."""
+
+    name: str
+    uid: str
+    resource_version: str
+    budgets: tuple[Any, ...]  # (never missing: the CRD defaults it to [{nodes: "10%"}])
+    owned: str | None  # ENTRY_KEY's value
+    annotated: bool  # has metadata.annotations at all
+    at: int | None  # where in the list the entry ENTRY_KEY names is (None: not there)
+
+    @property
+    def entry(self) -> dict[str, Any] | None:
+        """This tool's entry in the list (None: none)."""
+        return self.budgets[self.at] if self.at is not None else None
+
+    @property
+    def reverted(self) -> bool:
+        """The annotation claims an entry the list does not hold (as written)."""
+        return self.owned is not None and self.at is None
+
+
+def pool_view(obj: Mapping[str, Any]) -> PoolView:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    listed = (spec.get("disruption") or {}).get("budgets")
+    budgets = tuple(listed) if isinstance(listed, list) else ()
+    annotations = meta.get("annotations") or {}
+    named = _named(annotations.get(ENTRY_KEY))
+    return PoolView(
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        budgets=budgets,
+        owned=annotations.get(ENTRY_KEY),
+        annotated=bool(annotations),
+        at=next((i for i, b in enumerate(budgets) if named and b == named), None),
+    )
+
+
+def budgeted(
+    pools: Sequence[PoolView], nodes: Sequence[NodeView], hold: HoldSettings
+) -> frozenset[str]:
+    """In auto mode, the NodePools whose nodes a budget entry holds, not annotations: each one
+    listed, but not one whose entry was reverted, nor one whose nodes still carry this tool's
+    hold annotations (a fallback, or a switch from annotations: it lasts until that hold ends)."""
+    if hold.mechanism is not Mechanism.AUTO:
+        return frozenset()
+    annotated = {n.labels.get(DEFAULT_GROUP_LABEL) for n in nodes if holds_ours(n, hold)}
+    return frozenset(p.name for p in pools if not p.reverted and p.name not in annotated)
+
+
+@dataclass(frozen=True)
+class PoolPatch:
+    """One NodePool's JSON Patch: `test`s guard its resourceVersion and its whole budget list,
+    then this tool's entry and ENTRY_KEY are added, replaced or removed together."""
+
+    pool: PoolView
+    window: HoldWindow
+    entry: dict[str, Any] | None  # this tool's entry after the patch (None: none)
+    action: str  # add, extend, remove; drop: the annotation alone (its entry was gone)
+
+    def body(self) -> list[dict[str, Any]]:
+        pool, at, entry = self.pool, self.pool.at, self.entry
+        ops: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": pool.resource_version},
+            {"op": "test", "path": BUDGETS, "value": list(pool.budgets)},
+        ]
+        if entry is None:
+            ops += [{"op": "remove", "path": f"{BUDGETS}/{at}"}] if at is not None else []
+            return [*ops, {"op": "remove", "path": _KEY_PATH}]
+        where = f"{BUDGETS}/-" if at is None else f"{BUDGETS}/{at}"
+        ops.append({"op": "add" if at is None else "replace", "path": where, "value": entry})
+        value = json.dumps(entry, separators=(",", ":"), sort_keys=True)
+        key = {"path": _KEY_PATH, "value": value}
+        if not pool.annotated:  # a JSON Patch cannot add a key to a map that is not there
+            key = {"path": "/metadata/annotations", "value": {ENTRY_KEY: value}}
+        return [*ops, {"op": "add", **key}]
+
+    @property
+    def transition(self) -> Transition | None:
+        """The Event this change records on the NodePool (none for a dropped annotation)."""
+        reason, pool = _EVENTS.get(self.action), self.pool
+        return reason and Transition(reason, self.window, pool.name, pool.uid, 0, 0, "NodePool")
+
+
+def window_of(pool: str, plan: Plan) -> HoldWindow:
+    """The hold window a NodePool's entry follows (one without nodes: a released one)."""
+    name = "cluster" if plan.hold.scope is Scope.CLUSTER else f"{DEFAULT_GROUP_LABEL}={pool}"
+    return next((w for w in plan.windows if w.name == name), HoldWindow(name, held=False))
+
+
+def decide_pool(pool: PoolView, plan: Plan) -> PoolPatch | None:
+    """The change `pool` needs: the entry while its window is held (by a budget), else none;
+    the annotation dropped where it names an entry that is not there."""
+    window = window_of(pool.name, plan)
+    on_budget = plan.hold.mechanism is Mechanism.BUDGET or pool.name in plan.hold.budgeted
+    held = plan.mode is Mode.RECONCILE and on_budget and window.held
+    entry = budget_entry(window.stretch_start, window.hold_until) if held else None  # type: ignore[arg-type]
+    current = pool.entry
+    if entry == current and not pool.reverted:
+        return None
+    if entry is None:
+        return PoolPatch(pool, window, None, "drop" if current is None else "remove")
+    return PoolPatch(pool, window, entry, "add" if current is None else "extend")
