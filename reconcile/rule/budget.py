@@ -1,14 +1,6 @@
 """The NodePool-budget mechanism (`--mechanism budget|auto`): which NodePools carry this
 tool's budget entry, the entry, and the JSON Patch that adds, extends or removes it. Pure.
-
-Karpenter v1 consolidates none of a NodePool's nodes while a budget `{nodes: "0", reasons:
-[Empty, Underutilized]}` is active: one write per NodePool, not one per node. The entry is
-active from the hold's start (UTC, to the minute) for the hold's length (rounded up to whole
-minutes), so Karpenter stops honouring it when the hold would end, even if node-holder is gone.
-ENTRY_KEY on the NodePool is the exact entry: only that entry, found by value, is ever changed.
-An annotation whose entry is not in the list (a GitOps tool restored it) is a revert: said,
-the annotation dropped or refreshed; `budget` adds the entry again, `auto` holds that
-NodePool's nodes with annotations until the hold ends.
+The entry, its ownership and a revert: docs/design.md, "NodePool budgets (`--mechanism`)".
 """
 
 from __future__ import annotations

@@ -1,37 +1,10 @@
 """The decision: (node views, now, hold settings) -> Plan. Pure: no I/O, no clock.
 
-Rules, all in this file:
-- A *hold window* is the cluster, a group of nodes (`--hold-scope group`) or one
-  node (`--hold-scope node`). It is held while now < some trigger node's
-  creationTimestamp + its own hold duration (with a cap: see `_last_stretch`).
-  Nodes being deleted never trigger a hold and are never patched.
-- A node's own hold duration and cap are its NodePool's (`NODE_HOLD`, `NODE_MAX_HOLD`),
-  else the configured ones; a window's cap is the smallest of its trigger nodes'.
-- A held window's selected nodes carry every hold annotation; a node that already
-  has a hold annotation, whatever its value, is left alone for that key.
-- Claims: the tool lists the keys it set in its ownership marker, in the same
-  patch that sets them. A claim stays while its key still has the value the tool
-  wrote, whether or not this run uses that key; the tool removes a claimed key only
-  if it is a configured or well-known hold key. A claim whose key someone changed
-  or removed is dropped and the annotation stays (someone else took it over).
-- Pins: a key listed in `node-holder.dev/pinned` (a person's `node-holder pin`) is
-  never added, removed or claimed; a claim on it is dropped.
-- Stamps: `--max-hold` is a hard bound on continuous holding. A stretch's start is written
-  as `node-holder.dev/hold-started` in the same patch as the hold annotation, so
-  the bound holds when the stretch's first nodes go away. When the cap ends a
-  stretch, the releasing patch writes `node-holder.dev/free-until` (the release
-  plus the longest own hold duration of the stretch's trigger nodes): until then no new
-  hold starts in that window. Both go away with the hold, or once the free period is
-  over. A stamp this tool could not have written (unreadable, a start in the future, a
-  free period longer than the longest hold duration of the window's nodes) is ignored
-  and removed.
-- A creationTimestamp ahead of now (a skewed API server) counts as now.
-- In group scope, a Karpenter node whose NodePool label has not arrived yet starts no
-  hold of the unlabelled nodes' group.
-- Only nodes whose annotations must change get a patch.
-
-The plan says what changes, never in words: each hold that starts, grows or ends is a
-structured `Transition`; reconcile/cli/report.py words it for the Events and the report.
+The rule is docs/design.md's: hold windows ("How it works", "Scopes, selectors and a cap"),
+claims ("The ownership marker"), pins ("Pins"), each node's own hold settings ("Hold settings
+per NodePool") and the stamps ("The `--max-hold` rule"). Only nodes whose annotations must
+change get a patch. The plan says what changes, never in words: each hold that starts, grows
+or ends is a `Transition`, which reconcile/cli/report.py words for the Events and the report.
 """
 
 from __future__ import annotations
@@ -189,26 +162,17 @@ class Plan:
     def kept_claims(self) -> dict[str, int]:
         """Keys node-holder set that this run may not remove (not configured, not well
         known), most nodes first: the claims stay, and a run that names the key removes it."""
-        kept: Counter[str] = Counter()
-        if self.mode in (Mode.RECONCILE, Mode.RELEASE):
-            for d in self.decisions:
-                kept.update(k for k, s in d.keys if s is KeyState.OURS and not _known(k, self.hold))
-        return dict(kept.most_common())
+        ours = (k for d in self.decisions for k, s in d.keys if s is KeyState.OURS)
+        return dict(Counter(k for k in ours if not _known(k, self.hold)).most_common())
 
     def decide_again(self, node: NodeView, now: datetime) -> NodeDecision:
-        """Decide for one node re-read after a 409, at `now` (later than the plan's).
-
-        The plan's hold window is taken as the node's own stamps now say: an overlapping
-        run may have capped the stretch meanwhile and started a free period on it.
-        """
+        """Decide for one node re-read after a 409, at `now` (later than the plan's), its window
+        as its own stamps now say (an overlapping run may have capped the stretch meanwhile)."""
         now = max(now, self.now)
         name = window_name(node, self.hold)
         planned = next((w for w in self.windows if w.name == name), None)
         found = planned or _window(name, [node], now, self.hold)
         return decide_node(node, _stamped(found, [node], now, self.hold), self.hold, self.mode, now)
-
-
-# --- claims and pins ---------------------------------------------------------
 
 
 def marker_value(keys: Iterable[str]) -> str | None:
@@ -229,13 +193,8 @@ def key_state(
 
 
 def _known(key: str, hold: HoldSettings) -> bool:
-    """Whether this run may remove `key` where the marker claims it.
-
-    The marker is only an annotation: anyone who can edit a node can make it name any key.
-    Only the configured keys and the well-known Karpenter and cluster-autoscaler hold keys
-    are ever removed; a claim on any other key stays while its value is ours, untouched,
-    until a run that configures that key removes it.
-    """
+    """Whether this run may remove `key` where the marker claims it: a configured or a
+    well-known hold key only (anyone who can edit a node can make the marker name any key)."""
     return key in hold.annotations or key in KNOWN_HOLD_KEYS
 
 
@@ -246,9 +205,6 @@ def holds_ours(node: NodeView, hold: HoldSettings) -> bool:
         node.annotations.get(k) == HOLD_VALUE and k not in pinned and _known(k, hold)
         for k in claimed_keys(node.annotations)
     )
-
-
-# --- hold windows ------------------------------------------------------------
 
 
 def window_name(node: NodeView, hold: HoldSettings) -> str:
@@ -284,11 +240,10 @@ def _own(duration: str | None, cap: str | None, default: timedelta, cap0: timede
     """The grammar and bounds of --hold-duration ("0": never) and --max-hold (empty: no cap;
     at least the hold). A bad value is bad input: the configured setting instead."""
     own, own_cap, bad = default, cap0, {}
-    try:
-        if duration is not None and duration.strip() == "0":
-            own = timedelta(0)  # this NodePool's nodes never start a hold
-        elif duration is not None:
-            own = parse_duration(duration, bare_minutes=True)
+    try:  # "0": this NodePool's nodes never start a hold
+        if duration is not None:
+            zero = duration.strip() == "0"
+            own = timedelta(0) if zero else parse_duration(duration, bare_minutes=True)
     except Invalid as exc:
         bad[NODE_HOLD] = exc.problem
     try:
@@ -318,13 +273,8 @@ def _last_stretch(
 ) -> tuple[int, int, datetime, bool]:
     """The last stretch of continuous holding, as (first, stop, end, capped): its trigger
     nodes are holds[first:stop], each node's own hold [created, end), sorted by creation.
-
-    Overlapping holds chain into one stretch. With a cap, a stretch ends at start + cap
-    however many nodes keep arriving, and then the window stays free for the longest own
-    hold of the stretch: nodes created in that gap start no hold, so Karpenter gets a
-    chance to consolidate. Everything follows from creation times and each node's own
-    settings, so every run (and every replica) computes the same stretches.
-    """
+    Overlapping holds chain; a capped stretch ends at start + cap, and nodes created in the
+    free period after it (its longest own hold) start no hold."""
     i, n = 0, len(holds)
     while True:
         start, until = holds[i]
@@ -412,11 +362,8 @@ def _window(
 def _stamped(
     window: HoldWindow, members: Sequence[NodeView], now: datetime, hold: HoldSettings
 ) -> HoldWindow:
-    """`window` as the --max-hold stamps on `members` say.
-
-    The stretch may have begun before its oldest surviving node (`hold-started`), and a
-    capped stretch leaves the window free for its longest own hold (`free-until`).
-    """
+    """`window` as the --max-hold stamps on `members` say: the stretch may have begun before
+    its oldest surviving node (`hold-started`), or be followed by a free period (`free-until`)."""
     cap, bound, free = window.max_hold, window.bound, window.duration
     if cap is None:
         return window
@@ -445,9 +392,6 @@ def _stamped(
         capped=capped,
         free_until=free_until,
     )
-
-
-# --- per node ----------------------------------------------------------------
 
 
 def decide_node(
@@ -566,9 +510,6 @@ def _decide_pin(node: NodeView, hold: HoldSettings, mode: Mode, now: datetime) -
         node.name, node.resource_version, tuple(changes.items()), pinned=pinned, unpinned=unpinned
     )
     return replace(decision, patch=patch)
-
-
-# --- the whole plan ----------------------------------------------------------
 
 
 def _transitions(

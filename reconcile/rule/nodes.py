@@ -1,9 +1,6 @@
-"""Node views: the few facts about a node that the decision reads, built from its metadata.
-
-The API client hands over plain metadata dicts; this module turns them into compact,
-frozen `NodeView`s (a few hundred bytes instead of ~10 KB), reads the ownership marker and
-refuses a node whose creationTimestamp cannot be read, since the decision cannot tell
-whether such a node is the youngest.
+"""Node views: the few facts about a node that the decision reads, from its metadata (a few
+hundred bytes instead of ~10 KB), and the ownership marker. A node whose creationTimestamp
+cannot be read is refused: the decision could not tell whether it is the youngest.
 """
 
 from __future__ import annotations
