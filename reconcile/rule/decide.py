@@ -224,7 +224,7 @@ class Own(NamedTuple):
 
     duration: timedelta
     cap: timedelta | None
-    sources: tuple[bool, bool] = (False, False)  # each from the node's annotation
+    sources: tuple[bool, ...] = (False, False)  # (hold, cap): each from the node's annotation
     bad: tuple[str, ...] = ()  # its values that are not used, and why
 
 
@@ -256,12 +256,10 @@ def _own(duration: str | None, cap: str | None, default: timedelta, cap0: timede
         bad[NODE_MAX_HOLD] = exc.problem
     if own_cap is not None and own > own_cap:  # the configured cap: shorter than this hold
         own, bad[NODE_HOLD] = default, f"is longer than --max-hold ({format_duration(own_cap)})"
-    raw = {NODE_HOLD: duration or "", NODE_MAX_HOLD: cap or ""}
-    used = (
-        duration is not None and NODE_HOLD not in bad,
-        cap is not None and NODE_MAX_HOLD not in bad,
-    )
-    return Own(own, own_cap, used, tuple(f"{k}={_shown(raw[k])} {why}" for k, why in bad.items()))
+    given = {NODE_HOLD: duration, NODE_MAX_HOLD: cap}
+    used = tuple(v is not None and k not in bad for k, v in given.items())
+    shown = tuple(f"{k}={_shown(given[k] or '')} {why}" for k, why in bad.items())
+    return Own(own, own_cap, used, shown)
 
 
 def _shown(raw: str) -> str:
@@ -455,10 +453,7 @@ def _stamps(
 ) -> tuple[dict[str, str | None], tuple[str, ...]]:
     """The --max-hold stamps this node must change, and why the ones this tool could not
     have written are removed. `held`: the node carries a hold of ours after this run.
-
-    free-until goes on every selected node of the window without a hold of ours, not only
-    on the nodes the cap released: consolidation may remove all of those before it ends.
-    """
+    free-until goes on every selected node of the window without one (docs/design.md)."""
     annotations = node.annotations
     capped = window.max_hold is not None
     if not capped and HOLD_STARTED not in annotations and FREE_UNTIL not in annotations:

@@ -85,14 +85,10 @@ def _split_top_level(text: str) -> list[str]:
     return parts
 
 
-def _check_key(key: str) -> None:
-    if problem := qualified_name_problem(key):
-        raise SelectorError(f"invalid label key {key!r}: {problem}")
-
-
-def _check_value(value: str) -> None:
-    if problem := label_value_problem(value):
-        raise SelectorError(f"invalid label value {value!r}: {problem}")
+def _check(what: str, text: str) -> None:
+    problem = qualified_name_problem(text) if what == "key" else label_value_problem(text)
+    if problem:
+        raise SelectorError(f"invalid label {what} {text!r}: {problem}")
 
 
 def _parse_requirement(text: str) -> Requirement:
@@ -100,25 +96,25 @@ def _parse_requirement(text: str) -> Requirement:
         if m.group(1):
             raise SelectorError(f"'!' cannot be combined with {m.group(3)!r} in {text.strip()!r}")
         key, op = m.group(2), m.group(3)
-        _check_key(key)
+        _check("key", key)
         values = tuple(v.strip() for v in m.group(4).split(","))
         if values == ("",):
             raise SelectorError(f"{key} {op} (...) needs at least one value")
         for v in values:
-            _check_value(v)
+            _check("value", v)
         return Requirement(key, op, tuple(sorted(set(values))))
     if m := _OP_RE.match(text):
         key, op, value = m.groups()
-        _check_key(key)
+        _check("key", key)
         if op in (">", "<"):
             if not re.fullmatch(r"-?\d+", value):
                 raise SelectorError(f"{key}{op}{value}: '{op}' needs an integer value")
             return Requirement(key, "gt" if op == ">" else "lt", (value,))
-        _check_value(value)
+        _check("value", value)
         return Requirement(key, "!=" if op == "!=" else "=", (value,))
     if m := _EXISTS_RE.match(text):
         key = m.group(2)
-        _check_key(key)
+        _check("key", key)
         return Requirement(key, "!exists" if m.group(1) else "exists")
     raise SelectorError(f"cannot parse requirement {text.strip()!r}")
 

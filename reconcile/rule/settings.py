@@ -1,9 +1,10 @@
-"""Settings: frozen dataclasses, the parsers that turn an option's text into their values,
-and the words they share: this tool's annotation keys, durations and times.
+"""Settings: frozen dataclasses, one parser per kind of setting, and the words they share:
+this tool's annotation keys, durations and times.
 
-A parser refuses bad text with `Invalid(problem, fix)`; reconcile/cli/options.py makes it one
-`ConfigError` line naming the option and its environment variable (exit 2, before any API
-call).
+A parser takes the text exactly as it arrived (flag or environment variable: the same verdict)
+and refuses bad text with `Invalid(problem, fix)`, which reconcile/cli/options.py makes one
+`ConfigError` line naming the option and its variable (exit 2, before any API call). Digits
+are ASCII only: int() and float() also accept Arabic-Indic or full-width digits.
 """
 
 from __future__ import annotations
@@ -136,13 +137,6 @@ class ClusterAccess:
     request_timeout: float = 10.0
 
 
-# --- the grammar ----------------------------------------------------------------
-#
-# One parser per kind of setting. Each takes the text exactly as it arrived (flag or
-# environment variable: the same text gives the same verdict). Digits are ASCII only: int()
-# and float() also accept Arabic-Indic or full-width digits, which nobody means in a setting.
-
-
 class Invalid(ValueError):
     """Why a setting's text is refused, and what to write instead."""
 
@@ -162,7 +156,6 @@ _ISO_DURATION_RE = re.compile(
     rf"(?:T(?:(?P<h>{_NUM})H)?(?:(?P<m>{_NUM})M)?(?:(?P<s>{_NUM})S)?)?",
     re.IGNORECASE | re.ASCII,
 )
-DURATION_EXAMPLES = "90s, 20m, 1h30m, PT20M"
 
 
 @dataclass(frozen=True)
@@ -201,7 +194,7 @@ def parse_duration(
     The range is checked on the number before a timedelta exists, so `99999999999` is
     refused as out of range instead of overflowing.
     """
-    examples = DURATION_EXAMPLES + (", or a bare number of minutes" if bare_minutes else "")
+    examples = "90s, 20m, 1h30m, PT20M" + (", or a bare number of minutes" if bare_minutes else "")
     within = f"from {format_duration(bounds.low)} to {format_duration(bounds.high)}"
     fix = f"use a duration {within}, such as {examples}"
     raw = text.strip()
@@ -228,14 +221,12 @@ def format_duration(delta: timedelta) -> str:
     total = round(delta.total_seconds())
     sign = "-" if total < 0 else ""
     total = abs(total)
-    if total == 0:
-        return "0s"
     parts = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         amount, total = divmod(total, size)
         if amount:
             parts.append(f"{amount}{unit}")
-    return sign + "".join(parts[:2])
+    return sign + ("".join(parts[:2]) or "0s")
 
 
 #: Our stamps' form (`node-holder.dev/hold-started`), as kube-apiserver writes its times.
