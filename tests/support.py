@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from reconcile.rule.decide import NodePatch
+from reconcile.rule.decide import NodePatch, Plan
 from reconcile.rule.nodes import NodeView
+from reconcile.rule.settings import Mode
 
 T0 = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 
@@ -35,6 +36,11 @@ def node(
         labels=dict(labels or {}),
         annotations=dict(annotations or {}),
     )
+
+
+def held(plan: Plan) -> bool:
+    """Whether a reconcile plan holds any window (the nodes carry the hold after it)."""
+    return any(w.held for w in plan.windows) and plan.mode is Mode.RECONCILE
 
 
 def merge(annotations: Mapping[str, str], patch: NodePatch) -> dict[str, str]:

@@ -155,10 +155,6 @@ class Plan:
         return tuple(d.patch for d in self.decisions if d.patch is not None)
 
     @property
-    def held(self) -> bool:
-        return any(w.held for w in self.windows) and self.mode is Mode.RECONCILE
-
-    @property
     def kept_claims(self) -> dict[str, int]:
         """Keys node-holder set that this run may not remove (not configured, not well
         known), most nodes first: the claims stay, and a run that names the key removes it."""

@@ -25,6 +25,7 @@ from reconcile.run import RunResult, run_once
 from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer, RequestInfo
 from tests.reliability.helpers import KEY, MARKER, NODES, OURS, kube_for, old, young
+from tests.support import held as held_plan
 
 HOLD = timedelta(minutes=20)
 
@@ -262,7 +263,7 @@ def test_two_runs_at_once_converge_with_one_write_per_node_and_no_flapping(
     both_list_first(api)
     released = two_runs_at_once(kubeconfig)
 
-    assert all(not r.plan.held for r in released)
+    assert all(not held_plan(r.plan) for r in released)
     assert successful_patches(api) == Counter(changing)
     assert all(api.annotations(n) == {} for n in changing)
     assert api.annotations("exempt") == {KEY: "false"}
@@ -305,7 +306,7 @@ def test_a_slow_run_decides_again_from_the_stamps_a_later_run_wrote(
     api.on_request(a_later_run_first)
     slow = run_once(kube_for(kubeconfig), capped, run, describe=event_message)
 
-    assert slow.plan.held and not later[0].plan.held  # B saw a hold, A the cap
+    assert held_plan(slow.plan) and not held_plan(later[0].plan)  # B saw a hold, A the cap
     (result,) = slow.applied.results  # type: ignore[union-attr]
     assert result.node == "newcomer" and result.conflicts == 1
     assert result.outcome is Outcome.SETTLED, result  # nothing left to do: no hold put back

@@ -10,7 +10,7 @@ from reconcile.rule.decide import KeyState, Mode, decide
 from reconcile.rule.nodes import NodeView
 from reconcile.rule.selectors import parse_selector
 from reconcile.rule.settings import FREE_UNTIL, OWNERSHIP_MARKER, HoldSettings, Scope
-from tests.support import T0, apply_plan, merge, minutes, node
+from tests.support import T0, apply_plan, held, merge, minutes, node
 
 KEY = "karpenter.sh/do-not-disrupt"
 CA_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
@@ -20,7 +20,7 @@ HOLD = HoldSettings()
 def test_young_node_holds_every_node_with_one_patch_each() -> None:
     nodes = [node("old-a"), node("old-b"), node("young", minutes(5))]
     plan = decide(nodes, T0, HOLD)
-    assert plan.held
+    assert held(plan)
     assert plan.windows[0].youngest == "young"
     assert plan.windows[0].hold_until == T0 + minutes(15)
     assert {p.node for p in plan.patches} == {"old-a", "old-b", "young"}
@@ -35,8 +35,8 @@ def test_young_node_holds_every_node_with_one_patch_each() -> None:
 
 def test_hold_ends_exactly_at_youngest_plus_duration() -> None:
     nodes = [node("a", minutes(20))]
-    assert not decide(nodes, T0, HOLD).held  # now == created + 20m: released
-    assert decide(nodes, T0 - timedelta(seconds=1), HOLD).held
+    assert not held(decide(nodes, T0, HOLD))  # now == created + 20m: released
+    assert held(decide(nodes, T0 - timedelta(seconds=1), HOLD))
 
 
 def test_release_removes_only_what_we_own() -> None:
@@ -44,7 +44,7 @@ def test_release_removes_only_what_we_own() -> None:
     theirs = {KEY: "true", "team": "y"}
     nodes = [node("ours", annotations=ours), node("theirs", annotations=theirs)]
     plan = decide(nodes, T0, HOLD)
-    assert not plan.held
+    assert not held(plan)
     assert [p.node for p in plan.patches] == ["ours"]
     assert merge(ours, plan.patches[0]) == {"team": "x"}
 
@@ -71,7 +71,7 @@ def test_value_changed_by_someone_is_disowned_not_removed() -> None:
 def test_deleting_nodes_neither_trigger_nor_get_patched() -> None:
     nodes = [node("old"), node("dying", minutes(1), deleting=True)]
     plan = decide(nodes, T0, HOLD)
-    assert not plan.held
+    assert not held(plan)
     assert plan.patches == ()
     dying_with_ours = node("dying", deleting=True, annotations={KEY: "true", OWNERSHIP_MARKER: KEY})
     assert decide([dying_with_ours], T0, HOLD).patches == ()
@@ -122,7 +122,7 @@ def test_release_mode_removes_every_owned_hold_even_during_a_hold() -> None:
     ours = {KEY: "true", OWNERSHIP_MARKER: KEY}
     nodes = [node("a", annotations=ours), node("young", minutes(1), annotations=ours)]
     plan = decide(nodes, T0, HOLD, Mode.RELEASE)
-    assert not plan.held
+    assert not held(plan)
     assert sorted(p.node for p in plan.patches) == ["a", "young"]
     assert all(merge(ours, p) == {} for p in plan.patches)
 
@@ -160,10 +160,10 @@ def test_node_scope_holds_each_node_until_it_is_old_enough() -> None:
 def test_trigger_selector_limits_who_starts_a_hold() -> None:
     hold = HoldSettings(trigger_selector=parse_selector("karpenter.sh/nodepool"))
     unmanaged_young = [node("old"), node("static", minutes(1))]
-    assert not decide(unmanaged_young, T0, hold).held
+    assert not held(decide(unmanaged_young, T0, hold))
     managed = [*unmanaged_young, node("kp", minutes(1), labels={"karpenter.sh/nodepool": "a"})]
     plan = decide(managed, T0, hold)
-    assert plan.held and len(plan.patches) == 3
+    assert held(plan) and len(plan.patches) == 3
 
 
 def test_node_selector_limits_who_is_held_and_releases_leavers() -> None:
@@ -175,7 +175,7 @@ def test_node_selector_limits_who_is_held_and_releases_leavers() -> None:
         node("left-the-pool", annotations=ours),
     ]
     plan = decide(nodes, T0, hold)
-    assert plan.held
+    assert held(plan)
     patches = {p.node: p for p in plan.patches}
     assert set(patches) == {"kp", "left-the-pool"}
     assert merge(ours, patches["left-the-pool"]) == {}
@@ -190,11 +190,11 @@ def test_max_hold_caps_a_stretch_and_then_stays_free_for_one_hold_duration() -> 
     window = plan.windows[0]
     assert window.capped
     assert window.hold_until == start + minutes(60)
-    assert not plan.held
-    assert decide(nodes, T0, HoldSettings(hold_duration=minutes(20))).held  # uncapped: held
+    assert not held(plan)
+    assert held(decide(nodes, T0, HoldSettings(hold_duration=minutes(20))))  # uncapped: held
     # Nodes created in the gap (60..80) start no hold; one created after it does.
     later = [*nodes, node("after-gap", now=start + minutes(81), age=timedelta(0))]
-    assert decide(later, start + minutes(82), hold).held
+    assert held(decide(later, start + minutes(82), hold))
 
 
 def test_the_free_period_outlives_the_nodes_the_cap_released() -> None:
@@ -217,19 +217,19 @@ def test_the_free_period_outlives_the_nodes_the_cap_released() -> None:
     (stamp,) = plan.patches
     assert stamp.node == "newcomer" and stamp.action == "tidy"  # no hold, only the stamp
     assert dict(stamp.changes) == {FREE_UNTIL: free.strftime("%Y-%m-%dT%H:%M:%SZ")}
-    assert not plan.held
+    assert not held(plan)
 
     survivors = apply_plan([newcomer], plan.patches)  # every released node consolidated away
     later = T0 + minutes(5)
-    assert not decide(survivors, later, hold).held  # still free: the newcomer says so
+    assert not held(decide(survivors, later, hold))  # still free: the newcomer says so
     after = decide(survivors, free, hold)
-    assert after.held  # the free period is over: the young newcomer holds again
+    assert held(after)  # the free period is over: the young newcomer holds again
     assert merge(survivors[0].annotations, after.patches[0]).get(FREE_UNTIL) is None
 
 
 def test_empty_cluster_is_released_with_no_patches() -> None:
     plan = decide([], T0, HOLD)
-    assert not plan.held and plan.patches == () and plan.windows[0].youngest is None
+    assert not held(plan) and plan.patches == () and plan.windows[0].youngest is None
 
 
 def test_transitions_name_the_youngest_node_and_count_the_changed_ones() -> None:

@@ -35,7 +35,7 @@ from reconcile.rule.settings import (
     HoldSettings,
     Scope,
 )
-from tests.support import T0, apply_plan
+from tests.support import T0, apply_plan, held
 
 KEY = "karpenter.sh/do-not-disrupt"
 CA_KEY = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
@@ -284,12 +284,12 @@ def test_a_new_node_during_a_hold_costs_exactly_one_write(
     )
     nodes = uncapped(nodes)  # a node's own cap would let the newcomer's change the window's
     first = decide(nodes, T0, hold)
-    assume(first.held and not first.windows[0].capped)
+    assume(held(first) and not first.windows[0].capped)
     state = apply_plan(nodes, first.patches)
     newcomer = NodeView("newcomer", T0, "999", "uid-new", labels={POOL: "a"})
     plan = decide([*state, newcomer], T0, hold)
     selected = hold.node_selector.matches(newcomer.labels)
-    assert plan.held
+    assert held(plan)
     assert [p.node for p in plan.patches] == (["newcomer"] if selected else [])
 
 
