@@ -53,19 +53,10 @@ class PoolView:
     uid: str
     resource_version: str
     budgets: tuple[Any, ...]  # (never missing: the CRD defaults it to [{nodes: "10%"}])
-    owned: str | None  # ENTRY_KEY's value
     annotated: bool  # has metadata.annotations at all
     at: int | None  # where in the list the entry ENTRY_KEY names is (None: not there)
-
-    @property
-    def entry(self) -> dict[str, Any] | None:
-        """This tool's entry in the list (None: none)."""
-        return self.budgets[self.at] if self.at is not None else None
-
-    @property
-    def reverted(self) -> bool:
-        """The annotation claims an entry the list does not hold (as written)."""
-        return self.owned is not None and self.at is None
+    reverted: bool  # ENTRY_KEY claims an entry the list does not hold (as written)
+    entry: dict[str, Any] | None  # this tool's entry in the list (None: none)
 
 
 def pool_view(obj: Mapping[str, Any]) -> PoolView:
@@ -74,14 +65,16 @@ def pool_view(obj: Mapping[str, Any]) -> PoolView:
     budgets = tuple(listed) if isinstance(listed, list) else ()
     annotations = meta.get("annotations") or {}
     named = _named(annotations.get(ENTRY_KEY))
+    at = next((i for i, b in enumerate(budgets) if named and b == named), None)
     return PoolView(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
         budgets=budgets,
-        owned=annotations.get(ENTRY_KEY),
         annotated=bool(annotations),
-        at=next((i for i, b in enumerate(budgets) if named and b == named), None),
+        at=at,
+        reverted=annotations.get(ENTRY_KEY) is not None and at is None,
+        entry=named if at is not None else None,
     )
 
 

@@ -172,8 +172,7 @@ class Plan:
 
 
 def marker_value(keys: Iterable[str]) -> str | None:
-    ordered = sorted(set(keys))
-    return ",".join(ordered) if ordered else None
+    return ",".join(sorted(set(keys))) or None  # no keys: no annotation
 
 
 def key_state(

@@ -42,10 +42,6 @@ def qualified_name_problem(key: str) -> str | None:
 
 def label_value_problem(value: str) -> str | None:
     """Why `value` is not a valid label value, or None ('' is valid)."""
-    if value == "":
-        return None
     if len(value) > NAME_MAX:
         return f"must be no more than {NAME_MAX} characters"
-    if not _NAME_RE.match(value):
-        return _CHARACTERS
-    return None
+    return _CHARACTERS if value and not _NAME_RE.match(value) else None

@@ -1,10 +1,5 @@
-"""Kubernetes label selectors, parsed and matched on the client.
-
-The tool lists every node once and evaluates `--trigger-selector` and
-`--node-selector` itself (two selectors cannot share one server-side list).
-The grammar and matching follow k8s.io/apimachinery/pkg/labels: `key`, `!key`,
-`=`, `==`, `!=`, `in (...)`, `notin (...)`, `>`/`<` on integers; a comma
-means AND; `!=` and `notin` also match nodes that lack the label.
+"""Kubernetes label selectors, parsed and matched on the client as k8s.io/apimachinery/pkg/labels
+does: the grammar and why it is not the server's, docs/design.md "Scopes, selectors and a cap".
 """
 
 from __future__ import annotations
