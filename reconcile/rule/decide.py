@@ -472,9 +472,8 @@ def _stamps(
 
 
 def _decide_pin(node: NodeView, hold: HoldSettings, mode: Mode, now: datetime) -> NodeDecision:
-    """`pin`: every configured key "true", listed in PINNED, dropped from the marker.
-    `unpin`: the configured keys leave PINNED; each still "true" is claimed again, so the
-    normal rule removes it when no hold is due (or keeps it while one is)."""
+    """`pin`: every configured key "true", listed in PINNED, dropped from the marker; `unpin`:
+    out of PINNED, each still "true" claimed again (docs/design.md, "Pins")."""
     annotations = node.annotations
     claims, pins = claimed_keys(annotations), pinned_keys(annotations)
     keys = frozenset(hold.annotations)

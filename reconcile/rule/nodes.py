@@ -75,11 +75,8 @@ _RFC3339 = re.compile(
 
 
 def parse_timestamp(raw: Any, node: str) -> datetime:
-    """A node's creationTimestamp as an aware UTC datetime, or MalformedNode naming the node.
-
-    Only RFC 3339 counts (`2026-11-22`, `2024-W01-1` or a time without a zone do not), and
-    not the year 9999 (Go's "end of time"): nothing can be added to it without overflow.
-    """
+    """A node's creationTimestamp as an aware UTC datetime, or MalformedNode naming the node:
+    RFC 3339 with a zone only, before the year 9999 (docs/operations-notes.md, "Time")."""
     if not isinstance(raw, str) or not raw:
         raise MalformedNode(f"node/{node}: creationTimestamp is missing")
     try:
