@@ -1,8 +1,7 @@
-"""Kubernetes name rules for annotation and label keys and label values.
-
-Same rules as k8s.io/apimachinery/pkg/util/validation (IsQualifiedName,
-IsDNS1123Subdomain, IsValidLabelValue), so a key the API server would refuse
-with 422 is refused here first, before any API call, with a readable reason.
+"""Kubernetes name rules for annotation and label keys and label values, the same as
+k8s.io/apimachinery/pkg/util/validation's (IsQualifiedName, IsDNS1123Subdomain,
+IsValidLabelValue): a key the API server would refuse with 422 is refused here first, before
+any API call, with a readable reason.
 """
 
 from __future__ import annotations
