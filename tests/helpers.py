@@ -1,4 +1,4 @@
-"""Helpers for the reliability tests: node builders, a real subprocess, waiting on the server.
+"""Helpers shared by the feature folders: node builders, a real subprocess, waiting on the server.
 
 Everything goes through the API test server over real HTTP; nothing here mocks our code.
 """
@@ -23,7 +23,7 @@ KEY = "karpenter.sh/do-not-disrupt"
 MARKER = "node-holder.dev/owned-annotations"
 OURS = {KEY: "true", MARKER: KEY}
 NODES = "/api/v1/nodes"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 ERROR = "node-holder: error: "
 
 

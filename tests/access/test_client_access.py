@@ -22,8 +22,8 @@ import yaml
 
 from reconcile.cluster import access
 from tests.clusters import CliResult, run_cli
+from tests.helpers import OURS, REPO, assert_one_clear_line, old, young
 from tests.kubeapi.apiserver import ApiServer, Fault
-from tests.reliability.helpers import OURS, REPO, assert_one_clear_line, old, young
 
 V1 = "client.authentication.k8s.io/v1"
 JSON_LOGS = ("--log-format", "json", "--page-size", "2")

@@ -28,8 +28,8 @@ from reconcile.cluster.access import connection_for
 from reconcile.cluster.transport import Connection
 from reconcile.rule.settings import ClusterAccess
 from tests.clusters import run_cli
+from tests.helpers import OURS, assert_one_clear_line, old, young
 from tests.kubeapi.apiserver import ApiServer
-from tests.reliability.helpers import OURS, assert_one_clear_line, old, young
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
 

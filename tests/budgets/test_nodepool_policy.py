@@ -22,12 +22,12 @@ import pytest
 import yaml
 
 from tests.clusters import run_cli
+from tests.install.test_admission_policy import HOOK_USER, OUR_USER, Verdict, admit
+from tests.install.test_manifests import CRONJOB_DIR, needs_kubectl, only, render
 from tests.kubeapi import karpenter, managedfields
 from tests.kubeapi.apiserver import ApiServer, RequestInfo
 from tests.kubeapi.patching import apply_json_patch
 from tests.kubeapi.statuses import ApiError
-from tests.packaging.test_admission_policy import HOOK_USER, OUR_USER, Verdict, admit
-from tests.packaging.test_manifests import CRONJOB_DIR, needs_kubectl, only, render
 
 POLICY_FILE = CRONJOB_DIR / "components" / "budget-mechanism" / "nodepool-policy.yaml"
 KEY = "node-holder.dev/budget"

@@ -24,8 +24,7 @@ from reconcile.cluster.read import FIRST_PAGE, PAGE_BYTES
 from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import run_once
 from tests.clusters import CliResult, run_cli
-from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
-from tests.reliability.helpers import (
+from tests.helpers import (
     NODES,
     OURS,
     FirstRequest,
@@ -37,6 +36,7 @@ from tests.reliability.helpers import (
     wait_until,
     young,
 )
+from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 
 NAMES = [f"n{i:02}" for i in range(6)]
 DRIP = (1, 0.5)  # one byte every half second: an answer of a few KB takes an hour

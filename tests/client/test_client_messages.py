@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.clusters import run_cli
+from tests.helpers import OURS, assert_one_clear_line, old, young
 from tests.kubeapi.apiserver import ApiServer, Fault
-from tests.reliability.helpers import OURS, assert_one_clear_line, old, young
 
 EVENTS = "/api/v1/namespaces/default/events"
 

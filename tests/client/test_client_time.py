@@ -18,8 +18,8 @@ import pytest
 
 from reconcile.cluster.transport import http_date, retry_after
 from tests.clusters import run_cli
+from tests.helpers import KEY, NODES, OURS, REPO, old, young
 from tests.kubeapi.apiserver import ApiServer, Fault
-from tests.reliability.helpers import KEY, NODES, OURS, REPO, old, young
 
 
 def reconcile_in_zone(kubeconfig: Path, tz: str) -> subprocess.CompletedProcess[str]:

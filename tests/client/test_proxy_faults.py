@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.clusters import CliResult, run_cli
+from tests.helpers import KEY, NODES, OURS, assert_one_clear_line, old, young
 from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
-from tests.reliability.helpers import KEY, NODES, OURS, assert_one_clear_line, old, young
 
 PAGE = b'{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{},'
 HTML = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"

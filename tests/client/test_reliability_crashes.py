@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.clusters import run_cli
-from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
-from tests.reliability.helpers import (
+from tests.helpers import (
     KEY,
     MARKER,
     NODES,
@@ -35,6 +34,7 @@ from tests.reliability.helpers import (
     wait_until,
     young,
 )
+from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 
 HOLD = timedelta(minutes=20)
 ACTIVE_DEADLINE = 55.0  # the CronJob's activeDeadlineSeconds (cronjob/)

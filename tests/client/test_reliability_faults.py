@@ -4,7 +4,7 @@ The matrix crosses every transient fault (429 with Retry-After, APF's plain-text
 500, 503, 504, a reset connection, an answer slower than --request-timeout) with every
 request a run makes besides the patch itself (the first list page, a continued page,
 the re-read after a conflict, the Event). Faults on the patch are in
-`tests/test_reconcile_api.py`. Then the faults a run cannot get past: an expired
+`tests/hold/test_reconcile_api.py`. Then the faults a run cannot get past: an expired
 continue token on every attempt, 401, 403.
 """
 
@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.clusters import CliResult, run_cli
-from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
-from tests.reliability.helpers import (
+from tests.helpers import (
     KEY,
     NODES,
     OURS,
@@ -28,6 +27,7 @@ from tests.reliability.helpers import (
     old,
     young,
 )
+from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
 
 EVENTS = "/api/v1/namespaces/default/events"
 REQUEST_TIMEOUT = "0.5s"

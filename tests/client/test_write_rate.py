@@ -23,8 +23,8 @@ import pytest
 from reconcile.cli.report import LARGE_EDGE
 from reconcile.cluster.pool import AUTO_QPS, RECOVERY, SLOW
 from tests.clusters import run_cli
+from tests.helpers import NODES, OURS, error_lines
 from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo, RequestRecord
-from tests.reliability.helpers import NODES, OURS, error_lines
 
 WORKERS = 8  # --workers, and the token bucket's burst
 

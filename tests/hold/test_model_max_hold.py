@@ -27,8 +27,8 @@ from reconcile.cluster.pool import Backoff
 from reconcile.rule.decide import claimed_keys
 from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import ListFailed, run_once
+from tests.helpers import KEY, kube_for
 from tests.kubeapi.apiserver import ApiServer, Fault
-from tests.reliability.helpers import KEY, kube_for
 
 FREE_UNTIL = "node-holder.dev/free-until"
 

@@ -50,8 +50,8 @@ from reconcile.rule.decide import Mode
 from reconcile.rule.nodes import claimed_keys
 from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import RunResult, run_once
+from tests.helpers import KEY, MARKER, NODES, Arrivals, kube_for
 from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
-from tests.reliability.helpers import KEY, MARKER, NODES, Arrivals, kube_for
 
 HOLD = timedelta(minutes=20)
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

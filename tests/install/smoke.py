@@ -15,7 +15,7 @@ image's uid 65532 has no passwd entry, and not every runtime sets one), then
 
 What differs from a pod (docs/install.md, "The image"): the network is the host's loopback,
 not a pod network and a Service; the token is the test server's admin token (the chart's RBAC
-is checked by tests/packaging); no seccomp profile, no cgroup limits, no /etc/hosts or
+is checked by tests/install); no seccomp profile, no cgroup limits, no /etc/hosts or
 /etc/resolv.conf from the kubelet.
 
 Steps, in order; the run fails (exit 1) if any step fails: `--version`; `reconcile` that holds
@@ -23,7 +23,7 @@ Steps, in order; the run fails (exit 1) if any step fails: `--version`; `reconci
 `status`; `release` (every hold gone, every other annotation as before); `reconcile` again; the
 uninstall hook's command (the CronJob suspended, the holds gone); the `helm test` pod's command.
 
-    python -m tests.image.smoke --image localhost/karpenter-node-holder:dev-amd64 \
+    python -m tests.install.smoke --image localhost/karpenter-node-holder:dev-amd64 \
         --helm .venv/tools/helm4
 """
 
@@ -54,7 +54,7 @@ from tests.kubeapi.apiserver import ApiServer
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "karpenter-node-holder"
 RELEASE = "node-holder"
-NAMESPACE = "kube-system"  # a namespace the test server has (as in tests/packaging/test_chart.py)
+NAMESPACE = "kube-system"  # a namespace the test server has (as in tests/install/test_chart.py)
 SERVICE_ACCOUNT = PurePosixPath("/var/run/secrets/kubernetes.io/serviceaccount")
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 SHOWN = 2000  # characters of a failed command's output shown
@@ -411,7 +411,7 @@ def steps(api: ApiServer, cronjob: Pod, hook: Pod) -> list[Step]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.image.smoke", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.install.smoke", description=__doc__)
     parser.add_argument("--image", required=True, help="an image in buildah's local storage")
     parser.add_argument("--helm", required=True, help="the helm binary that renders the chart")
     args = parser.parse_args(argv)

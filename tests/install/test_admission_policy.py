@@ -33,11 +33,7 @@ import yaml
 from celpy import celtypes
 
 from tests.clusters import CliResult, run_cli
-from tests.kubeapi import managedfields
-from tests.kubeapi.apiserver import ApiServer, RequestInfo
-from tests.kubeapi.patching import merge_patch
-from tests.kubeapi.statuses import ApiError
-from tests.packaging.test_manifests import (
+from tests.install.test_manifests import (
     CRONJOB_DIR,
     TARGETS,
     container,
@@ -48,6 +44,10 @@ from tests.packaging.test_manifests import (
     schema_versions,
     settings_map,
 )
+from tests.kubeapi import managedfields
+from tests.kubeapi.apiserver import ApiServer, RequestInfo
+from tests.kubeapi.patching import merge_patch
+from tests.kubeapi.statuses import ApiError
 
 POLICY_FILE = CRONJOB_DIR / "base" / "admission-policy.yaml"
 SETTINGS_FILE = CRONJOB_DIR / "base" / "settings.yaml"

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 import reconcile
-from tests.packaging.test_manifests import (
+from tests.install.test_manifests import (
     KARPENTER_NODE_LABELS,
     OVERLAYS,
     cli_envvars,
@@ -33,7 +33,7 @@ from tests.packaging.test_manifests import (
     pss_restricted_violations,
     settings_of,
 )
-from tests.packaging.test_manifests import (
+from tests.install.test_manifests import (
     render as kustomize,
 )
 
@@ -343,7 +343,7 @@ def test_original_charts_bare_minutes_keep_working(helm):
 
 def test_settings_map_sets_the_other_knobs_as_the_verdict_test_assumes(helm):
     """The text each value becomes is what test_chart_schema.as_text says."""
-    from tests.packaging.test_chart_schema import as_text as helm_text  # noqa: PLC0415
+    from tests.install.test_chart_schema import as_text as helm_text  # noqa: PLC0415
 
     chosen = {
         "NODE_HOLDER_QPS": 0.5,

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from reconcile.cli import cli, options
 from reconcile.rule.settings import ConfigError
 from tests.clusters import run_cli
-from tests.packaging.test_chart import CHART, helm_path, run_helm
+from tests.install.test_chart import CHART, helm_path, run_helm
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())

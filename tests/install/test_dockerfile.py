@@ -6,7 +6,7 @@ the files the Dockerfile copies and installing it the way the final stage
 does, is done for real in a fresh virtualenv
 (test_wheel_installs_and_runs_like_the_image: slow, ~30 s; it needs PyPI, or
 pip's cache, for the locked dependencies). `make image-test` builds the image itself and runs
-it (tests/image/smoke.py).
+it (tests/install/smoke.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@
   this repository (Artifact Hub shows that README away from the repository);
 - every `HOLD_*` and `NODE_HOLDER_*` variable the docs name is one the CLI reads, or one of the
   test suite's (a documented variable that does not exist, as `NODE_HOLDER_KUBECONFIG` once
-  was, would be set by someone and silently do nothing: exit 2 in fact).
+  was, would be set by someone and silently do nothing: exit 2 in fact);
+- docs/testing.md's table is the map of the suite: each folder's row names exactly the test
+  files in that folder, so a feature's tests are found from the map and none is left off it.
 """
 
 from __future__ import annotations
@@ -106,3 +108,18 @@ def test_every_variable_the_docs_name_exists():
     for doc in DOCS:
         named = set(re.findall(r"\b(?:NODE_HOLDER|HOLD)_[A-Z0-9_]*[A-Z0-9]\b", doc.read_text()))
         assert named <= known, f"{doc.name} names {sorted(named - known)}: no such variable"
+
+
+def test_the_testing_map_names_every_test_file_in_its_folder():
+    mapped = {
+        f"{folder}/{name}"
+        for folder, row in re.findall(
+            r"^\| `tests/(\w+)/` \|(.*)$", (ROOT / "docs/testing.md").read_text(), re.MULTILINE
+        )
+        for name in re.findall(r"\btest_\w+\.py\b", row)
+    }
+    present = {str(p.relative_to(ROOT / "tests")) for p in (ROOT / "tests").glob("**/test_*.py")}
+    assert present == mapped, (
+        f"docs/testing.md's map leaves out {sorted(present - mapped)} and names files that are "
+        f"not there: {sorted(mapped - present)}; name each test file in its folder's row"
+    )

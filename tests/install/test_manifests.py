@@ -246,7 +246,7 @@ def test_cronjob_dir_installs_exactly_the_base():
     kinds = sorted(o["kind"] for o in render("."))
     expected = ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
     expected += ["Role", "RoleBinding", "CronJob"]
-    # The admission policy (tests/packaging/test_admission_policy.py).
+    # The admission policy (tests/install/test_admission_policy.py).
     expected += ["ConfigMap", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     assert kinds == sorted(expected)
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import reconcile
-from tests.packaging.test_chart import helm_path
+from tests.install.test_chart import helm_path
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"

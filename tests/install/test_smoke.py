@@ -1,4 +1,4 @@
-"""What `make image-test` (tests/image/smoke.py) reads from the chart, checked without an image:
+"""What `make image-test` (tests/install/smoke.py) reads from the chart, checked without an image:
 the pods it runs and their environment, resolved as the kubelet resolves it, and the paths it
 mounts into the image's file system."""
 
@@ -8,8 +8,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from tests.image.smoke import Unsupported, container_env, inside, pods, render
-from tests.packaging.test_chart import helm_path
+from tests.install.smoke import Unsupported, container_env, inside, pods, render
+from tests.install.test_chart import helm_path
 
 CONFIGMAPS = {"settings": {"HOLD_DURATION": "45m", "HOLD_SCOPE": "group"}, "other": {"K": "v"}}
 META = {"name": "node-holder", "namespace": "platform"}

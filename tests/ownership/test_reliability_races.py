@@ -2,7 +2,7 @@
 the tool never claims an annotation it did not set, and two runs at once converge
 without losing or flapping anything.
 
-`tests/test_reconcile_api.py` already covers a person who sets the hold annotation to
+`tests/hold/test_reconcile_api.py` already covers a person who sets the hold annotation to
 "false" or edits an unrelated annotation while a hold *starts*; here are the other
 kinds of edit, the release side, edits that never stop, and concurrent runs.
 """
@@ -23,8 +23,8 @@ from reconcile.cluster.apply import Outcome
 from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import RunResult, run_once
 from tests.clusters import CliResult, run_cli
+from tests.helpers import KEY, MARKER, NODES, OURS, kube_for, old, young
 from tests.kubeapi.apiserver import ApiServer, RequestInfo
-from tests.reliability.helpers import KEY, MARKER, NODES, OURS, kube_for, old, young
 
 HOLD = timedelta(minutes=20)
 

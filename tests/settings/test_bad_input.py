@@ -20,8 +20,8 @@ import pytest
 
 import reconcile.run  # imported up front: the timed runs below must not count imports
 from tests.clusters import CliResult, run_cli
+from tests.helpers import NODES, OURS, assert_one_clear_line, old, young
 from tests.kubeapi.apiserver import ApiServer
-from tests.reliability.helpers import NODES, OURS, assert_one_clear_line, old, young
 
 # (label, args, env, words the error line must contain)
 BAD_OPTIONS: list[tuple[str, tuple[str, ...], dict[str, str], tuple[str, ...]]] = [

@@ -17,8 +17,8 @@ from reconcile.cli import cli
 from reconcile.cli.options import BY_ENV, BY_NAME, COMMANDS
 from reconcile.rule.settings import ConfigError
 from tests.clusters import CliResult, run_cli
+from tests.helpers import KEY, NODES, OURS, assert_one_clear_line, old, young
 from tests.kubeapi.apiserver import ApiServer
-from tests.reliability.helpers import KEY, NODES, OURS, assert_one_clear_line, old, young
 
 #: Texts tried for every setting: good ones, bad ones, and ones that used to slip through.
 COMMON = ["", " ", "0", "1", "20m", "abc", "a b", "true", "٣", "２０", "1e3"]  # noqa: RUF001

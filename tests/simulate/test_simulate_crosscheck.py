@@ -18,8 +18,8 @@ from reconcile.rule.settings import HoldSettings, Mechanism, RunSettings, Scope
 from reconcile.run import run_once
 from reconcile.simulate.replay import ANCIENT, ReplayOptions, replay, replay_window, schedule
 from reconcile.simulate.timeline import load_timeline
+from tests.helpers import kube_for
 from tests.kubeapi.apiserver import ApiServer
-from tests.reliability.helpers import kube_for
 
 POOL = "karpenter.sh/nodepool"
 KEY = "karpenter.sh/do-not-disrupt"
