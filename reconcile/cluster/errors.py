@@ -84,34 +84,26 @@ class ServerError(ApiError):
     """5xx: a server-side hiccup; retry."""
 
 
-_ERRORS: dict[int, type[ApiError]] = {
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    410: Gone,
-    429: TooManyRequests,
-}
-
-#: The Status reason kube-apiserver gives, for an answer whose body names none.
-_REASONS = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "Conflict",
-    410: "Expired",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
+#: By status: the Status reason kube-apiserver gives (for an answer whose body names none), and
+#: the error type callers catch (any other 5xx is a ServerError, anything else an ApiError).
+_STATUSES: dict[int, tuple[str, type[ApiError]]] = {
+    400: ("BadRequest", ApiError),
+    401: ("Unauthorized", Unauthorized),
+    403: ("Forbidden", Forbidden),
+    404: ("NotFound", NotFound),
+    409: ("Conflict", Conflict),
+    410: ("Expired", Gone),
+    422: ("Invalid", ApiError),
+    429: ("TooManyRequests", TooManyRequests),
+    500: ("InternalError", ServerError),
+    503: ("ServiceUnavailable", ServerError),
+    504: ("Timeout", ServerError),
 }
 
 
 def error_for_status(status: int, reason: str, message: str, **kw: Any) -> ApiError:
     """The one place a status becomes an error type."""
-    kind = _ERRORS.get(status) or (ServerError if status >= 500 else ApiError)
+    _, kind = _STATUSES.get(status, ("", ServerError if status >= 500 else ApiError))
     return kind(status, reason, message, **kw)
 
 
@@ -127,7 +119,7 @@ def api_error(status: int, body: bytes, retry_after: float | None, action: Actio
         message = body[:200].decode("utf-8", "replace").strip()
     return error_for_status(
         status,
-        reason or _REASONS.get(status, "Error"),
+        reason or _STATUSES.get(status, ("Error",))[0],
         (message or "(no message)")[:1000],  # a line in our report, however long the answer
         retry_after=retry_after,
         action=action,

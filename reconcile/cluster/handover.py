@@ -86,11 +86,12 @@ def _retried(kube: Client, call: Callable[[float], T], what: str) -> T:
 
 def _suspend(kube: Client, ref: CronJobRef, dry_run: bool) -> dict[str, Any] | None:
     """The CronJob after `suspend: true` (as it is, for a dry run); None if there is none."""
-    ask, verb = (kube.get_cronjob, "get") if dry_run else (kube.suspend_cronjob, "patch")
+
+    def ask(timeout: float) -> dict[str, Any]:
+        return kube.cronjob(ref.namespace, ref.name, suspend=not dry_run, timeout=timeout)
+
     try:
-        return _retried(
-            kube, lambda t: ask(ref.namespace, ref.name, timeout=t), f"{verb} cronjob {ref}"
-        )
+        return _retried(kube, ask, f"{'get' if dry_run else 'patch'} cronjob {ref}")
     except NotFound:
         log.warning("cronjob %s not found: nothing to suspend or wait for", ref)
         return None
