@@ -51,10 +51,7 @@ MOUNT_IT = "automountServiceAccountToken: true on the pod or its ServiceAccount"
 
 
 def connection_for(access: ClusterAccess, plugin_timeout: float = 45.0) -> Connection:
-    """Resolve cluster access (see the module docstring); every failure is a ConfigError.
-
-    `plugin_timeout` bounds an exec credential plugin: the run's --timeout.
-    """
+    """Resolve cluster access; `plugin_timeout` (the run's --timeout) bounds an exec plugin."""
     explicit = access.kubeconfig or os.environ.get("KUBECONFIG")
     try:
         if explicit:
@@ -149,12 +146,8 @@ class _Entry:
         return str(value).strip().lower() == "true"
 
     def file_or_data(self, key: str) -> str | bytes | None:
-        """`key-data` decoded (bytes), else the path of `key` (str), else None.
-
-        As kubectl reads them: base64 wrapped in lines (other tools write 76 columns) is one
-        value, any other space is not base64; both forms at once, or `~` in a path (kubectl
-        does not expand it), are refused.
-        """
+        """`key-data` decoded (bytes), else the path of `key` (str), else None, as kubectl
+        reads them (docs/operations-notes.md)."""
         data, path = self.text(f"{key}-data"), self.text(key)
         if data and path:
             raise self.error(f"both {key}-data and {key} are set")
@@ -313,10 +306,8 @@ def _static(headers: Mapping[str, str]) -> Credentials:
 
 
 def _token_file(path: Path, what: str, fix: str) -> Credentials:
-    """A token read from `path` now and again at every ask: the kubelet rotates it.
-
-    A read that fails later keeps the last token (the API server accepts it until it expires).
-    """
+    """A token read from `path` now and again at every ask: the kubelet rotates it. A read that
+    fails later keeps the last token (the API server accepts it until it expires)."""
     token = _read_token(path)
     if not token:
         raise ConfigError(f"{what} {path} does not exist or is empty; {fix}")
@@ -487,10 +478,7 @@ def _run_bounded(
 
 
 def _from_auth_provider(paths: list[str], context: str, proxy_url: str | None) -> Connection:
-    """A legacy `auth-provider` user (gcp, oidc): the official client's loader.
-
-    Imported only here: it costs about 0.3 s, and kubectl itself dropped gcp and azure.
-    """
+    """A legacy `auth-provider` user (gcp, oidc): the official client's loader, imported here."""
     from kubernetes import client, config  # noqa: PLC0415
 
     cfg = client.Configuration()
@@ -559,11 +547,8 @@ def _in_cluster(access: ClusterAccess) -> Connection:
 
 
 def _proxy(server: str, configured: str | None) -> str | None:
-    """The kubeconfig's proxy-url, else the environment's proxy unless NO_PROXY names the server.
-
-    As client-go: NO_PROXY entries are host names (a leading dot or not: the domain and its
-    subdomains), host:port, IP addresses or CIDR ranges, or `*`.
-    """
+    """The kubeconfig's proxy-url, else the environment's proxy unless NO_PROXY names the server
+    (as client-go reads it: docs/operations-notes.md)."""
     if configured:
         return str(configured)
     proxies = getproxies()  # HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY (either case)

@@ -1,10 +1,7 @@
 """Applying: patches and Events through the run's pool; 409 -> read again -> decide again.
 
-Each node changes in exactly one patch (hold annotation and ownership marker
-together), so a run killed at any moment leaves every node consistent. A stop
-request (SIGTERM) or the deadline lets in-flight patches finish and starts no
-new ones. Patches are handed to workers as they free up, never queued all at
-once: memory stays flat whatever the number of nodes.
+Each node changes in one patch (docs/design.md, "Patches and concurrency"); a stop or the
+deadline starts no new patch; workers take the next patch as they free up, so memory stays flat.
 """
 
 from __future__ import annotations
@@ -192,14 +189,9 @@ def apply_plan(
     pool: Pool,
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> ApplyResult:
-    """Send every patch of the plan, in `write_order` at the rate the limiter fits to the
-    cluster (reconcile.cluster.pool); never raises for a single node's failure.
-
-    `workers` threads each take the next patch when they are free, so only the patches in
-    flight exist as pending work (not one queued task per node). `on_result` is called once
-    per node as soon as its result is known, one call at a time, so that a report can print
-    each line as its patch lands (a run killed later still leaves those lines in its log).
-    """
+    """Send every patch of the plan, in `write_order`, at the rate the limiter fits to the
+    cluster; never raises for a single node's failure. `on_result` hears each node's result as
+    soon as it is known, one at a time: a run killed later still leaves those lines in its log."""
     patches = write_order(plan)
     if not patches:
         return ApplyResult(())
@@ -260,13 +252,8 @@ def record_events(
     pool: Pool,
     describe: Callable[[Transition, Plan], str],
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
-    """An Event for each transition (a hold that started, grew or ended where a patch landed:
-    `recorded_events`, at most MAX_EVENTS), on its node or NodePool. `describe` gives each
-    Event its words.
-
-    Events are best effort: a failure is logged and reported, but does not
-    fail the run, because the hold itself is in place.
-    """
+    """An Event for each transition, on its node or NodePool, in `describe`'s words; best
+    effort (docs/design.md): a failure is logged and reported, and the run goes on."""
     if not run.events:
         return (), ()
     instance = socket.gethostname()

@@ -1,9 +1,8 @@
 """The calls: Node, NodePool, Event, CronJob and Job requests, which know Kubernetes, not holds.
 
-Signatures take and give plain values (a node name, a patch body, metadata dicts); nodes
-are read and written as metadata only (no typed models). Each answer is checked to be what
-was asked for: anything else is an `UnreadableAnswer`, retried like a reset connection.
-Each call names what it does and which shipped Role grants it, for its error lines.
+Plain values in and out; nodes as metadata only. An answer that is not what was asked for is an
+`UnreadableAnswer` (docs/operations-notes.md, "Answers that are not what was asked for"). Each
+call names what it does and which shipped Role grants it, for its error lines.
 """
 
 from __future__ import annotations
@@ -228,11 +227,8 @@ def _json(response: Response, action: Action) -> Any:
 
 
 def _list_page(page: Any, *, first: bool) -> tuple[list[dict[str, Any]], str | None]:
-    """A list page's item metadata and continue token; anything else is UnreadableAnswer.
-
-    A page is a `...List` with an `items` array. kube-apiserver writes `"items": null` for
-    an empty metadata-only list, so that reads as no nodes, but only as the whole list.
-    """
+    """A `...List` page's item metadata and continue token; `"items": null` is no nodes only as
+    the whole list (kube-apiserver writes it for an empty metadata-only list)."""
     kind = page.get("kind") if isinstance(page, dict) else None
     meta = page.get("metadata") if isinstance(page, dict) else None
     items = page.get("items", ...) if isinstance(page, dict) else ...

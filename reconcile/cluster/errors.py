@@ -1,9 +1,7 @@
 """What can go wrong talking to the API server, classified once, and redaction for every line.
 
-Every error status a caller acts on has its own type (`except Conflict`), made from the status
-by `api_error`; faults of the way there (refused, reset, timed out, an unreadable 2xx) are a
-`TransportError`. Each error carries the `Action` it interrupted, so that its line says what
-was tried and, for a 403, which shipped Role grants it.
+Each error status a caller acts on has its own type; faults of the way there are a
+`TransportError`. Each error carries the `Action` it interrupted, for its line.
 """
 
 from __future__ import annotations
@@ -131,19 +129,13 @@ class TransportError(Exception):
 
 
 class UnreadableAnswer(TransportError):
-    """A 2xx whose body is not what was asked for: not JSON, cut short, not a list page.
-
-    Proxies between us and the API server produce these (an HTML page, a truncated gzip
-    body, `{}`); they are faults of the way there, retried like a reset connection.
-    """
+    """A 2xx whose body is not what was asked for (a proxy's HTML page, a gzip body cut short,
+    `{}`): a fault of the way there, retried like a reset connection."""
 
 
 class Unconfirmed(Exception):
-    """A write was sent but its answer could not be read: it may or may not have landed.
-
-    Never retried blindly: the caller reads the object again and decides again, as after
-    a Conflict.
-    """
+    """A write was sent but its answer could not be read: it may have landed. Never retried
+    blindly: the caller reads the object again and decides again, as after a Conflict."""
 
 
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@\s]*@")
@@ -154,10 +146,7 @@ _SECRET_QUERY = re.compile(
 
 
 def redact(text: str) -> str:
-    """`text` with URL credentials hidden: userinfo, and token-like query values.
-
-    Applied to every URL and transport message the tool prints or logs, so that a
-    kubeconfig's `https://admin:secret@host` never reaches a log pipeline.
-    """
+    """`text` with URL credentials (userinfo, token-like query values) hidden: applied to every
+    URL and transport message the tool prints or logs."""
     text = _USERINFO.sub(r"\g<scheme>REDACTED@", text)
     return _SECRET_QUERY.sub(r"\g<key>REDACTED", text)
