@@ -1,11 +1,9 @@
 """Cluster access: which cluster, as whom, resolved like kubectl without touching the network.
 
-docs/operations-notes.md says where access comes from, every field read and every refusal, and
-how a plugin's token or a token file is renewed. Every failure is a `ConfigError` (exit 2)
-naming the setting and a fix, raised before any request. The kubeconfig is read here, not by
-the official client's loader: importing `kubernetes` costs about 0.3 s, a third of a steady run
-at 5,000 nodes (docs/performance.md); only legacy `auth-provider` users (gcp, oidc) go to it.
-tests/api/test_client_kubeconfig.py resolves kubeconfigs both ways and compares.
+Every failure is a `ConfigError` (exit 2) naming the setting and a fix, raised before any
+request. docs/operations-notes.md says where access comes from, every field read and refused,
+how tokens are renewed, and why the kubeconfig is read here, not by the official client's
+loader (importing it costs 0.3 s; only legacy `auth-provider` users go to it).
 """
 
 from __future__ import annotations

@@ -83,12 +83,9 @@ SAMPLES, SLOW, RECOVERY, MIN_QPS = 20, 1.0, 1 / 30, 1.0
 
 
 class RateLimiter:
-    """A token bucket shared by the workers: at most `qps` writes a second on average.
-
-    `qps` backs off under pressure (multiplicative decrease, additive increase) and never
-    exceeds `ceiling`: the --qps given, or by default the auto rate once `fit` knows the
-    cluster's size. A rate of 0 is no limit, and nothing to adapt.
-    """
+    """A token bucket shared by the workers: at most `qps` writes a second on average, backing
+    off under pressure, never above `ceiling` (the --qps given, or the auto rate once `fit`
+    knows the cluster's size). A rate of 0 is no limit, and nothing to adapt."""
 
     def __init__(
         self, qps: float | None, burst: int, clock: Callable[[], float] = time.monotonic

@@ -1,8 +1,7 @@
 """Reading the cluster: the whole node list, or the named nodes, as compact node views.
 
 A run that cannot see every node it decides on changes nothing: `read_nodes` returns every
-node or raises `ListFailed` (an expired continue token restarts the list a few times first);
-for pin and unpin (`RunSettings.only`) it reads the named nodes, one GET each, never the list.
+node (or, for pin and unpin, each named one: a GET each, no list) or raises `ListFailed`.
 """
 
 from __future__ import annotations

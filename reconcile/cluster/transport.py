@@ -315,11 +315,8 @@ def _shut(call: _Call, why: str) -> None:
 
 
 def http_date(raw: str | None) -> datetime | None:
-    """An HTTP date as aware UTC, or None if absent or unreadable.
-
-    `parsedate_to_datetime` gives a naive datetime for the zone `-0000` (RFC 5322: UTC,
-    local zone unknown); naive must never be read in the local zone, so it is UTC here.
-    """
+    """An HTTP date as aware UTC, or None if absent or unreadable; the zone `-0000`, which
+    `parsedate_to_datetime` leaves naive, is UTC (RFC 5322), never the local zone."""
     if not raw:
         return None
     try:
@@ -332,11 +329,8 @@ def http_date(raw: str | None) -> datetime | None:
 
 
 def retry_after(raw: str | None) -> float | None:
-    """Retry-After in seconds (delta-seconds or an HTTP date); None means "not given".
-
-    Only a finite, non-negative number counts: `nan`, `inf` or `-1` are ignored, so the
-    caller falls back to its normal backoff instead of not pausing at all.
-    """
+    """Retry-After in seconds (delta-seconds or an HTTP date); None: not given, or not a finite,
+    non-negative number (`nan`, `-1`), so the caller falls back to its normal backoff."""
     if raw is None:
         return None
     try:
