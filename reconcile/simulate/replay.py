@@ -1,16 +1,12 @@
 """`node-holder simulate`: replay a node timeline through the pure decision, change by change.
 
 Every configuration replays the same runs, `--interval` apart, in memory: the timeline's
-deletions and arrivals change the nodes, `decide()` (the function the CronJob calls between
-reading and writing) plans the run, and each patch's changes are applied to its node.
-Events are counted from the plan as a real run records them (`recorded_events`). Nothing
-here interprets annotation keys or decides anything.
-
-Two shortcuts keep it fast, and neither changes a figure (docs/simulate.md says why): a
-window is decided again only at a run where its decision can change, and decide() sees one
-node of each class of alike nodes plus the nodes the window's hold depends on
-(`_Replay._views`). `exact=True` takes neither: every window with every node at every run,
-the reference the tests compare with.
+deletions and arrivals change the nodes, `decide()` (the function the CronJob calls) plans
+the run, and each patch's changes are applied to its node; nothing here interprets
+annotation keys or decides anything. A window is decided again only at a run where its
+decision can change, and decide() sees one node of each class of alike nodes plus the nodes
+its hold depends on (`_Replay._views`); `exact=True` takes neither shortcut, the reference
+the tests compare with (docs/simulate.md, "How the replay works", says why both are exact).
 """
 
 from __future__ import annotations
