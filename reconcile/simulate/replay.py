@@ -76,12 +76,8 @@ def _pools(hold: HoldSettings) -> tuple[tuple[str, str, str], ...]:
 def parse_compare(
     text: str, base: HoldSettings, option: str = "--compare", most: int = MAX_COLUMNS - 1
 ) -> list[HoldSettings]:
-    """`--compare 10m,40m,20m/group,20m/max=1h`: what each column changes from `base`.
-
-    A column names a hold duration, then optionally `/SCOPE`, `/max=DURATION` (or
-    `/max=none`) and, per NodePool, `/pool:NAME=DURATION` and `/pool:NAME:max=DURATION`
-    (its annotations, with their grammar); what it leaves out comes from the hold options.
-    """
+    """`--compare 10m,40m,20m/group,20m/max=1h`: what each column changes from `base`
+    (the grammar: docs/simulate.md, "Command line")."""
     columns: list[HoldSettings] = []
     example = f"use e.g. {option} {COMPARE_EXAMPLE}"
     for n, spec in enumerate([c.strip() for c in text.split(",")] if text.strip() else [], 1):
@@ -168,10 +164,8 @@ def replay_window(
     end: datetime | None = None,
     last: timedelta | None = None,
 ) -> Window:
-    """Default: from the first thing that happens until the last hold could have ended.
-
-    Runs land on multiples of the interval (like a `*/N` CronJob schedule).
-    """
+    """Default: from the first thing that happens until the last hold could have ended;
+    runs land on multiples of the interval (like a `*/N` CronJob schedule)."""
     moments = [t for n in timeline.nodes for t in (n.created, n.deleted) if t is not None]
     step = interval.total_seconds()
     if end is None and timeline.end is None and moments:
@@ -315,8 +309,7 @@ class ReplayOptions:
 @dataclass(eq=False)
 class _Class:
     """Nodes of one window that decide() cannot tell apart: same labels, same annotations
-    (a node's decision never depends on its name or creation). In the exact replay each
-    node is a class of its own."""
+    (a node's decision never depends on its name or creation); exact replay: one each."""
 
     alone: str | None
     labels: Mapping[str, str]
@@ -368,11 +361,8 @@ def _shape(window: rules.HoldWindow) -> rules.HoldWindow:
 
 
 class _Replay:
-    """One configuration's nodes in memory, and its figures as the runs go by.
-
-    `due` holds the runs at which a window must be decided again (its nodes changed, or a
-    time its last decision names comes); the runs in between are counted, not replayed.
-    """
+    """One configuration's nodes in memory, and its figures as the runs go by; `due`: the
+    runs at which a window must be decided again, the runs in between are counted only."""
 
     def __init__(self, hold: HoldSettings, window: Window, options: ReplayOptions) -> None:
         self.hold, self.window, self.options = hold, window, options
@@ -497,9 +487,8 @@ class _Replay:
         return name
 
     def _forget(self, win: _Win, name: str, created: datetime) -> None:
-        """A trigger node left. One older than the start of the last stretch can move every
-        stretch: all nodes are looked at again. One of the chain moves the last stretch only,
-        which still starts at or after that start: the nodes from there are looked at again."""
+        """A trigger node left: the chain is found again among all nodes if it was older than
+        the last stretch's start (it can move every stretch), else from that start on."""
         if win.chain:
             start = created if name == win.chain[0] else self._born(win.chain[0])
             if created < start:
@@ -547,11 +536,9 @@ class _Replay:
         return plan, writes
 
     def _views(self, win: _Win, now: datetime) -> list[rules.NodeView]:
-        """What decide() is given for a window: in the exact replay, every node. Otherwise
-        one node of each class and the nodes its hold depends on (`_chain`), found among
-        those of the last decision and the new arrivals while that is enough (see _Win),
-        else among all. That these give decide() the window that the nodes the chain was
-        found among give is checked each time; where not, decide() sees all the nodes."""
+        """What decide() is given for a window: in the exact replay, every node; else one
+        of each class and the chain, checked to give the window that the nodes it was found
+        among give (where not: all nodes): docs/simulate.md, "How the replay works"."""
         if self.options.exact:
             return [c.view(c.youngest()) for c in win.classes.values()]
         if sum(len(c.members) for c in win.classes.values()) <= FEW:
@@ -594,9 +581,8 @@ class _Replay:
     def _light(
         self, names: Sequence[str], now: datetime, win: _Win | None = None
     ) -> rules.HoldWindow:
-        """decide's window of these nodes of one window, from their creation times; with `win`,
-        and a node of each of its classes dated 1970: their caps count (a window's cap is the
-        smallest of all its trigger nodes'), their holds are long over."""
+        """decide's window of these nodes, from their creation times; with `win`, and a node
+        of each of its classes dated 1970: their caps count, their holds are long over."""
         views = [self.where[n].view(n, light=True) for n in names]
         for cls in win.classes.values() if win else ():
             views.append(replace(cls.view(next(iter(cls.members)), light=True), created=EPOCH))
@@ -604,9 +590,8 @@ class _Replay:
         return window
 
     def _probe(self, names: Sequence[str], now: datetime) -> None:
-        """When a hold that each of these nodes alone starts would end, as decide() says
-        (None: the node starts no hold): its own hold, whatever the rule reads it from.
-        Asked in node scope, where each node is a window of its own: one call for all."""
+        """When a hold that each of these nodes alone starts would end (None: none), asked
+        of decide() in node scope, where each node is a window of its own: one call for all."""
         alone = replace(self.hold, scope=Scope.NODE)
         views = [self.where[n].view(n, light=True) for n in names]
         named = {rules.window_name(v, alone): v.name for v in views}

@@ -365,12 +365,8 @@ def _table(head: list[str], rows: list[list[str]], right: set[int]) -> list[str]
 
 
 class ProgressLine:
-    """Runs done / total per configuration on stderr, once a replay takes a while.
-
-    Silent for the first `after` seconds (most replays are done by then), then at most
-    one update every `every` seconds: rewritten in place on a terminal, one line each
-    otherwise (a log file stays readable).
-    """
+    """Runs done / total per configuration on stderr, once a replay takes a while
+    (docs/simulate.md, "Command line"): most replays are done before `after` seconds."""
 
     def __init__(
         self, stream: TextIO, configurations: int, after: float = 2.0, every: float = 1.0

@@ -44,11 +44,8 @@ class TimelineError(ConfigError):
 
 @dataclass(frozen=True)
 class TimelineNode:
-    """One node's life: it exists from `created` until `deleted` (None: still there).
-
-    `annotations` are those it has when it appears (say a do-not-disrupt set by hand):
-    only timeline files give them; kubectl output shows today's, not the past's.
-    """
+    """One node's life: it exists from `created` until `deleted` (None: still there), with
+    the annotations it has when it appears (docs/simulate.md, "Timeline formats")."""
 
     name: str
     created: datetime | None  # None: existed before the timeline (only a removal was seen)
