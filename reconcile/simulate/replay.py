@@ -539,10 +539,8 @@ class _Replay:
         """What decide() is given for a window: in the exact replay, every node; else one
         of each class and the chain, checked to give the window that the nodes it was found
         among give (where not: all nodes): docs/simulate.md, "How the replay works"."""
-        if self.options.exact:
-            return [c.view(c.youngest()) for c in win.classes.values()]
-        if sum(len(c.members) for c in win.classes.values()) <= FEW:
-            win.chain = win.floor = None  # a chain would hardly be shorter: it sees them all
+        if self.options.exact or sum(len(c.members) for c in win.classes.values()) <= FEW:
+            win.chain = win.floor = None  # (a chain would hardly be shorter) it sees them all
             return self._pick(win, win.nodes())
         if win.chain is None:
             floor = win.floor
@@ -648,10 +646,6 @@ def launches_avoided(
     """Removals while held (when, until when the hold would have kept the node, its group)
     matched with new nodes of the same group created before that hold's end: each match is
     one launch a kept node could have saved. One new node per removal, earliest end first."""
-    arrivals: dict[str | None, list[datetime]] = defaultdict(list)
-    for node in timeline.nodes:
-        if node.created is not None:
-            arrivals[node.labels.get(group_label)].append(node.created)
     removals: dict[str | None, list[tuple[datetime, datetime]]] = defaultdict(list)
     for gone, until, group in kept:
         removals[group].append((gone, until))
@@ -660,7 +654,8 @@ def launches_avoided(
         pending.sort()
         ends: list[datetime] = []
         j = 0
-        for created in sorted(arrivals[group]):
+        group_nodes = (n for n in timeline.nodes if n.labels.get(group_label) == group)
+        for created in sorted(n.created for n in group_nodes if n.created is not None):
             while j < len(pending) and pending[j][0] < created:
                 heapq.heappush(ends, pending[j][1])
                 j += 1
