@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from reconcile.rule.settings import format_duration
-from reconcile.simulate.replay import Result, Simulation
+from reconcile.simulate.replay import EPOCH, Result, Simulation
 from reconcile.simulate.timeline import iso
 
 MAX_PERIOD_LINES = 60
@@ -335,11 +335,10 @@ def _axis(start: datetime, interval: timedelta, runs: int, per: int) -> str:
     char = interval * per
     step = next((s for s in _TICKS if s / char >= 12), _TICKS[-1])
     line = [" "] * (math.ceil(runs / per) + 6)
-    epoch = datetime(1970, 1, 1, tzinfo=start.tzinfo)
-    moment = epoch + math.ceil((start - epoch) / step) * step
+    moment = EPOCH + math.ceil((start - EPOCH) / step) * step
     while moment < start + interval * runs:
         pos = round((moment - start) / char)
-        label = moment.strftime("%m-%d %H:%M" if interval * runs > timedelta(days=1) else "%H:%M")
+        label = _clock(moment, interval * runs > timedelta(days=1))
         if (
             pos + len(label) <= len(line)
             and not "".join(line[max(0, pos - 1) : pos + len(label)]).strip()
