@@ -368,13 +368,13 @@ class _Replay:
         self.hold, self.window, self.options = hold, window, options
         self.result = Result(hold)
         self.wins: dict[str, _Win] = {}
-        self.where: dict[str, _Class] = {}  # node -> its class
+        self.where: dict[str, _Class] = {}  # node -> its class: every node present
         self.group: dict[str, str | None] = {}  # node -> its --group-label value
         self.ends: dict[str, datetime | None] = {}  # node -> end of a hold it alone would start
         self.open: dict[str, Period] = {}
         self.due: dict[int, set[str]] = defaultdict(set)  # run -> windows to decide then
         self.queue: list[int] = []  # the runs in `due`, earliest first
-        self.present = self.carrying = 0
+        self.carrying = 0
         self.nodepools: Counter[str | None] = Counter()  # NodePool label -> nodes present
         self.kept: list[tuple[datetime, datetime, str | None]] = []  # removed while held
 
@@ -418,11 +418,11 @@ class _Replay:
         if runs <= 0:
             return
         result = self.result
-        result.present_nodes += [self.present] * runs
+        result.present_nodes += [len(self.where)] * runs
         result.held_nodes += [self.carrying] * runs
         result.writes += [writes] + [0] * (runs - 1)
         result.events += events
-        result.requests += runs * max(1, math.ceil(self.present / PAGE_SIZE)) + writes + events
+        result.requests += runs * max(1, math.ceil(len(self.where) / PAGE_SIZE)) + writes + events
         if self.options.observe:
             views = [self.where[n].view(n) for win in self.wins.values() for n in win.nodes()]
             for i in range(result.runs - runs, result.runs):
@@ -445,7 +445,6 @@ class _Replay:
         win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
         self.nodepools[node.labels.get(POOL_LABEL)] += 1
-        self.present += 1
         self.carrying += self.carries(node.annotations)
         return name
 
@@ -475,7 +474,6 @@ class _Replay:
             last = win.last  # its window's last decision: held, and until when
             if last and last.held and last.hold_until and node.deleted < last.hold_until:  # type: ignore[operator]
                 self.kept.append((node.deleted, last.hold_until, self.group[node.name]))  # type: ignore[arg-type]
-        self.present -= 1
         self.nodepools -= Counter([node.labels.get(POOL_LABEL)])
         win.pending.discard(node.name)
         self.ends.pop(node.name, None)
