@@ -511,9 +511,7 @@ class _Replay:
             patches.setdefault(self.where[patch.node], patch.changes)
         writes = sum(len(c.members) for c in patches)
         for cls, changes in patches.items():  # as the API server merges them, on every member
-            new = {**cls.annotations, **{k: v for k, v in changes if v is not None}}
-            for key in [k for k, v in changes if v is None]:
-                new.pop(key, None)
+            new = {k: v for k, v in {**cls.annotations, **dict(changes)}.items() if v is not None}
             self.carrying += len(cls.members) * (self.carries(new) - self.carries(cls.annotations))
             del win.classes[cls.key]
             cls.annotations = new
