@@ -2,7 +2,7 @@
 
 Used by every command that talks to the cluster (`reconcile`, `status`, `release`, `pin`,
 `unpin`). `simulate` never comes here: it replays the same pure `decide()` in memory
-(reconcile.simulate); tests/api/test_simulate_crosscheck.py compares the two.
+(reconcile.simulate); tests/simulate/test_simulate_crosscheck.py compares the two.
 """
 
 from __future__ import annotations
