@@ -1,9 +1,6 @@
-"""The command line: each command wires its options to a call and prints the report.
-
-No decisions and no report words here: options are defined and parsed in options.py, so
-every bad value gives one line naming the option and its environment variable (exit 2)
-before any API call; report.py words what a run did. The HTTP client and simulate are
-imported inside the commands: `node-holder --help` stays fast.
+"""The command line: each command wires its options (options.py) to a call and prints what
+report.py words. The HTTP client and simulate are imported inside the commands: `--help` stays
+fast.
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import replace
 from typing import NoReturn
 
 import click
@@ -86,8 +82,7 @@ def status(parsed: Parsed) -> None:
     node), for scripts: unlike the other commands' lines, its length grows with the
     cluster.
     """
-    run = replace(run_settings(parsed, Mode.RECONCILE), dry_run=True)
-    _execute("status", parsed, hold_settings(parsed), run)
+    _execute("status", parsed, hold_settings(parsed), run_settings(parsed, Mode.RECONCILE))
 
 
 @cli.command()
@@ -289,9 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         where = f"'{exc.ctx.command_path} --help'" if exc.ctx else f"'{PROG} --help'"
         _fail(EXIT_CONFIG, f"{exc.format_message()} (see {where})")
-    except click.ClickException as exc:
-        _fail(EXIT_CONFIG, exc.format_message())
-    except ConfigError as exc:
+    except (click.ClickException, ConfigError) as exc:
         _fail(EXIT_CONFIG, str(exc))
     except RuntimeFailure as exc:
         _fail(EXIT_RUNTIME, str(exc))

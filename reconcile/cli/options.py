@@ -128,11 +128,8 @@ class _SettingOption(click.Option):
         super().__init__(*args, **kwargs)
         self.kind = kind
 
-    def resolve_envvar_value(self, ctx: click.Context) -> str | None:
-        return os.environ.get(self.envvar) if isinstance(self.envvar, str) else None
-
     def value_from_envvar(self, ctx: click.Context) -> Any:
-        rv = self.resolve_envvar_value(ctx)
+        rv = os.environ.get(self.envvar) if isinstance(self.envvar, str) else None
         if rv is None:
             return None
         if self.count or self.is_flag:
@@ -495,7 +492,7 @@ def run_settings(parsed: Parsed, mode: Mode, only: tuple[str, ...] = ()) -> RunS
     default = RunSettings()
     return RunSettings(
         mode=mode,
-        dry_run=parsed.get(DRY_RUN, default.dry_run),
+        dry_run=parsed.get(DRY_RUN, True),  # a command without --dry-run (status) never writes
         clock=parsed.get(CLOCK, default.clock),
         timeout=parsed[TIMEOUT],
         workers=parsed.get(WORKERS, default.workers),
