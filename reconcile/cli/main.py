@@ -210,11 +210,6 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
     stop = threading.Event()
     _on_signals(stop)
     suspend = parsed.get(options.SUSPEND_CRONJOB, None)
-    if suspend is not None:
-        try:
-            handover.suspend_and_wait(kube, suspend, dry_run=run.dry_run)
-        except handover.HandoverFailed as exc:
-            raise RuntimeFailure(str(exc)) from None
     as_json = run.output is Output.JSON
 
     def landed(result: report.NodeResult | report.PoolResult) -> None:
@@ -223,10 +218,12 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
         sys.stdout.flush()
 
     try:
+        if suspend is not None:
+            handover.suspend_and_wait(kube, suspend, dry_run=run.dry_run)
         result = run_once(
             kube, hold, run, stop=stop, on_result=landed, describe=report.event_message
         )
-    except read.ListFailed as exc:
+    except (handover.HandoverFailed, read.ListFailed) as exc:
         raise RuntimeFailure(str(exc)) from None
     except pool.Interrupted:
         raise RuntimeFailure(
