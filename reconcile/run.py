@@ -51,11 +51,11 @@ def run_once(
     backoff: Backoff | None = None,
     on_result: Callable[[NodeResult | PoolResult], None] | None = None,
 ) -> RunResult:
-    """Read, decide (as `run.mode` says) and, unless `run.dry_run`, patch and record Events;
-    with `run.only` (pin, unpin), on those nodes alone. Raises ListFailed when a node cannot be
-    read or decided on, Interrupted on SIGTERM before any write. `describe` words each Event
-    (the rule never words); `backoff` lets fault tests skip the real pauses; `on_result` sees
-    each result as its patch lands (see apply_plan).
+    """Read, decide (as `run.mode` says) and, unless `run.dry_run` (the one way to say "do not
+    write"), patch and record Events; with `run.only` (pin, unpin), on those nodes alone. Raises
+    ListFailed when a node cannot be read or decided on, Interrupted on SIGTERM before any write.
+    `describe` words each Event (the rule never words); `backoff` lets fault tests skip the real
+    pauses; `on_result` sees each result as its patch lands (see apply_plan).
     """
     pool = Pool.start(
         run.timeout.total_seconds(),

@@ -5,7 +5,6 @@ fast.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -271,7 +270,7 @@ def _fail(code: int, message: str) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Console script: exit 0/1/2 with one line on stderr, never a traceback unless -v."""
-    logs.start(dict(os.environ))
+    logs.start()
     try:
         cli.main(args=argv, prog_name=PROG, standalone_mode=False)
     except click.exceptions.Exit as exc:
