@@ -49,7 +49,7 @@ RUN python3 -m venv /opt/build \
 
 # ---- runtime: the base's python3 and the venv, nothing else -----------------------
 FROM ${RUNTIME_BASE}
-# Keep in step with reconcile.__version__ (tests/packaging/test_dockerfile.py checks);
+# Keep in step with reconcile.__version__ (tests/install/test_dockerfile.py checks);
 # the release passes the tag.
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="karpenter-node-holder" \

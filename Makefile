@@ -151,9 +151,9 @@ image: image-tools $(if $(filter debian,$(IMAGE_BASES)),image-bases)
 		--build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
 		$(if $(VERSION),--build-arg VERSION=$(VERSION)) --tag $(IMAGE) .
 
-## image-test: build the image, then run it as the chart's pods run (tests/image/smoke.py)
+## image-test: build the image, then run it as the chart's pods run (tests/install/smoke.py)
 image-test: image $(STAMP) $(HELM_STAMP)
-	$(PY) -m tests.image.smoke --image $(IMAGE) --helm $(TOOLS)/helm4
+	$(PY) -m tests.install.smoke --image $(IMAGE) --helm $(TOOLS)/helm4
 
 ## image-test-arm64: the same for linux/arm64 under qemu-user-static (minutes; not in CI)
 image-test-arm64:

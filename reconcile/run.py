@@ -1,5 +1,6 @@
 """One pass against the cluster for every command but simulate: read, decide, apply, record
-Events. No loop. simulate replays the same `decide()` in memory (test_simulate_crosscheck.py).
+Events. No loop. simulate replays the same `decide()` in memory
+(tests/simulate/test_simulate_crosscheck.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ mid-run is logged and the last token kept (the API server then says whether it s
 The kubeconfig is read here rather than by the official client's loader because importing
 `kubernetes` costs about 0.3 s, a third of a steady run at 5,000 nodes (docs/performance.md);
 only the legacy `auth-provider` users (gcp, oidc) are handed to that loader, imported then.
-tests/api/test_client_kubeconfig.py resolves kubeconfigs both ways and compares. The result
+tests/access/test_client_kubeconfig.py resolves kubeconfigs both ways and compares. The result
 is a `Connection`; `reconcile.cluster.transport` builds its connection pool from it.
 """
 

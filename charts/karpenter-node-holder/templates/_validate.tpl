@@ -3,7 +3,7 @@ Every setting is checked at `helm install` time the way the CLI checks it (recon
 and refused with the CLI's own one-line message: `holdDuration (HOLD_DURATION): '20 mins' is not
 a duration; use a duration from 1s to 7d, such as ...`. The grammar's data (kinds, bounds,
 choices, each setting's fix) is generated from the CLI into _grammar.tpl; the parsing is written
-out below. tests/packaging/test_chart_values.py feeds the same text to the CLI's parsers and to
+out below. tests/install/test_chart_schema.py feeds the same text to the CLI's parsers and to
 `helm template` and requires the same verdict and the same words.
 
 Then the rules across values, which the CLI cannot see: --max-hold not shorter than the hold

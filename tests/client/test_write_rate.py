@@ -1,0 +1,166 @@
+"""Node writes a large control plane tolerates (issue 24 §1): the default rate, the youngest
+nodes first, a hold's end at half the rate, backing off on 429 and on slow answers, and a
+warning when one hold start or end is too large.
+
+Rates come from the API test server's request log. Every assertion is an upper bound: a busy
+machine makes a run slower, never faster. A run cannot send a patch before it has listed
+every node, so the time a run's patches had is counted from its last list request's arrival
+to its last patch's; in that time a token bucket lets through at most its burst (--workers)
+plus the rate times the seconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from reconcile.cli.report import LARGE_EDGE
+from reconcile.cluster.pool import AUTO_QPS, RECOVERY, SLOW
+from tests.clusters import run_cli
+from tests.helpers import NODES, OURS, error_lines
+from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo, RequestRecord
+
+WORKERS = 8  # --workers, and the token bucket's burst
+
+
+def patches_and_seconds(api: ApiServer) -> tuple[list[RequestRecord], float]:
+    """Every PATCH request of the run (429s too: they load the server), and the seconds its
+    patches had: from the arrival of its last list request to that of its last PATCH."""
+    log = api.requests
+    listed = max(r.started for r in log if r.method == "GET" and r.path == NODES)
+    patches = [r for r in log if r.method == "PATCH"]
+    assert patches, "the run sent no patch"
+    return patches, max(r.started for r in patches) - listed
+
+
+def reconcile(kubeconfig: Path, *args: str) -> tuple[int, str]:
+    result = run_cli("reconcile", "--kubeconfig", str(kubeconfig), "--no-events", *args)
+    return result.code, result.stderr
+
+
+@pytest.mark.slow
+def test_a_hold_start_on_15000_nodes_patches_the_youngest_first_at_the_default_rate(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """max(200, 15,000 / 300) = 200 patches a second; the youngest node first, each patch at
+    most WORKERS - 1 places later than its rank (the other workers' patches in flight)."""
+    ages = list(range(15_000))
+    random.Random(24).shuffle(ages)  # the list's order is not the age order
+    now = api.now()
+    names = api.add_nodes(
+        15_000, created=lambda i: now - timedelta(minutes=1, seconds=ages[i]), eks=False
+    )
+    rank = dict(zip(names, ages, strict=True))  # 0: the youngest
+
+    result = run_cli(
+        "reconcile", "--kubeconfig", str(kubeconfig), "--no-events", "--timeout", "4s",
+        "--output", "json",
+    )  # fmt: skip
+
+    patches, seconds = patches_and_seconds(api)
+    assert len(patches) <= WORKERS + AUTO_QPS * seconds, (len(patches), seconds)
+    landed = [rank[r.path.rsplit("/", 1)[1]] for r in patches if r.stored]
+    assert landed and all(age <= place + WORKERS - 1 for place, age in enumerate(landed)), landed
+    # It does not fit one run; the next run sends the rest (test_bounds.py: without redoing any).
+    assert result.code == 1
+    (line,) = error_lines(result.stderr)
+    assert "node(s) not patched (run timeout reached)" in line and "the next run" in line
+    assert result.json["largeEdge"] is False and "more than 20,000" not in result.stderr
+
+
+def test_a_hold_ends_at_half_the_rate_it_started_at(api: ApiServer, kubeconfig: Path) -> None:
+    api.add_nodes(1_000, created=api.now() - timedelta(hours=3), eks=False, annotations=OURS)
+
+    code, stderr = reconcile(kubeconfig, "--timeout", "3s")
+
+    patches, seconds = patches_and_seconds(api)
+    assert all(r.status == 200 for r in patches) and code == 1, stderr  # 1,000 do not fit
+    assert len(patches) <= WORKERS + AUTO_QPS / 2 * seconds, (len(patches), seconds)
+
+
+def after_pressure(patches: list[RequestRecord], moment: float) -> tuple[int, float]:
+    """The PATCH requests that arrived from a second after `moment`, when the server answered
+    what made the client slow down (a second is ample to read one answer), and the seconds
+    they spread over."""
+    later = [r.started for r in patches if r.started >= moment + 1]
+    return len(later), max(later, default=moment + 1) - (moment + 1)
+
+
+def backed_off(seconds: float, workers: int) -> float:
+    """The most a run lets through in `seconds` once its rate has been halved: the patches in
+    flight and the bucket's burst (--workers each), and a rate from half of AUTO_QPS growing
+    back by RECOVERY of AUTO_QPS a second (counted from a second before the window)."""
+    grown = AUTO_QPS * RECOVERY * ((seconds + 1) ** 2 - 1) / 2
+    return 2 * workers + AUTO_QPS / 2 * seconds + grown
+
+
+def test_429s_slow_the_writes_to_half_the_rate(api: ApiServer, kubeconfig: Path) -> None:
+    """One write in 50 answered 429 with Retry-After: 1, as API Priority and Fairness answers
+    when its queues are full: the rate is halved (at most once a second), for every worker."""
+    api.add_nodes(1_500, created=api.now() - timedelta(minutes=2), eks=False)
+    counted = itertools.count(1)
+
+    def overloaded(req: RequestInfo) -> None:
+        if req.method == "PATCH" and next(counted) % 50 == 0:
+            api.inject(Fault(method="PATCH", status=429, retry_after=1, plain_text=True))
+
+    api.on_request(overloaded)
+    code, stderr = reconcile(kubeconfig, "--timeout", "5s", "-v")
+
+    patches, _ = patches_and_seconds(api)
+    first = min(r.started + r.duration for r in patches if r.status == 429)
+    sent, seconds = after_pressure(patches, first)
+    assert sent <= backed_off(seconds, WORKERS), (sent, seconds)
+    assert code == 1 and "node writes slowed to 100/s (429 Too Many Requests)" in stderr
+
+
+def test_slow_answers_slow_the_writes_to_half_the_rate(api: ApiServer, kubeconfig: Path) -> None:
+    """One write in 10 answered after more than a second: two of them in the last 20 answers
+    make a p95 over a second. 32 workers, so that the slow answers alone would not hold the
+    rate under 200 a second."""
+    api.add_nodes(1_500, created=api.now() - timedelta(minutes=2), eks=False)
+    counted = itertools.count(1)
+
+    def sluggish(req: RequestInfo) -> None:
+        if req.method == "PATCH" and next(counted) % 10 == 0:
+            api.inject(Fault(method="PATCH", delay=SLOW + 0.2))
+
+    api.on_request(sluggish)
+    code, stderr = reconcile(kubeconfig, "--timeout", "5s", "--workers", "32", "-v")
+
+    patches, _ = patches_and_seconds(api)
+    second = sorted(r.started + r.duration for r in patches if r.duration > SLOW)[1]
+    sent, seconds = after_pressure(patches, second)
+    assert sent <= backed_off(seconds, 32), (sent, seconds)
+    assert code == 1 and re.search(
+        r"node writes slowed to 100/s \(p95 write latency [\d.]+s\)", stderr
+    )
+
+
+def test_a_hold_edge_of_more_than_20000_nodes_is_warned_about_in_every_output(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    api.add_nodes(LARGE_EDGE + 1, created=api.now() - timedelta(minutes=2), eks=False)
+    warning = (
+        f"this hold start or end patches {LARGE_EDGE + 1} nodes (more than {LARGE_EDGE:,}), "
+        "each patch sent to every client that watches all Nodes: hold each NodePool on its "
+        "own (--hold-scope group), or use the NodePool-budget mechanism (--mechanism budget: "
+        "one write per NodePool)"
+    )
+    args = ("reconcile", "--kubeconfig", str(kubeconfig), "--dry-run")
+
+    text = run_cli(*args)
+    as_json = run_cli(*args, "--output", "json", "--log-format", "json")
+
+    assert text.code == as_json.code == 0
+    assert warning in text.stderr
+    logs = [json.loads(line) for line in as_json.stderr.splitlines()]
+    assert [e["level"] for e in logs if warning in e["message"]] == ["warning"]
+    assert as_json.json["largeEdge"] is True
+    assert api.writes() == []

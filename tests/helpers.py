@@ -1,0 +1,132 @@
+"""Helpers shared by the feature folders: node builders, a real subprocess, waiting on the server.
+
+Everything goes through the API test server over real HTTP; nothing here mocks our code.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from reconcile.cluster.access import connection_for
+from reconcile.cluster.client import Client
+from reconcile.rule.settings import ClusterAccess
+from tests.kubeapi.apiserver import ApiServer, RequestInfo
+
+KEY = "karpenter.sh/do-not-disrupt"
+MARKER = "node-holder.dev/owned-annotations"
+OURS = {KEY: "true", MARKER: KEY}
+NODES = "/api/v1/nodes"
+REPO = Path(__file__).resolve().parents[1]
+ERROR = "node-holder: error: "
+
+
+def old(api: ApiServer, *names: str, annotations: dict[str, str] | None = None) -> None:
+    """Nodes three hours old: they start no hold."""
+    for name in names:
+        created = api.now() - timedelta(hours=3)
+        api.add_node(name, created=created, eks=False, annotations=annotations)
+
+
+def young(api: ApiServer, name: str, annotations: dict[str, str] | None = None) -> None:
+    """A node two minutes old: it holds the cluster."""
+    created = api.now() - timedelta(minutes=2)
+    api.add_node(name, created=created, eks=False, annotations=annotations)
+
+
+def kube_for(kubeconfig: str | Path, request_timeout: float = 5.0, pool_size: int = 4) -> Client:
+    """A client like the CLI builds, for tests that call `run_once` directly."""
+    connection = connection_for(ClusterAccess(kubeconfig=str(kubeconfig)))
+    return Client(connection, request_timeout=request_timeout, pool_size=pool_size)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Wait for a condition the server makes true (not a sleep standing in for one)."""
+    end = time.monotonic() + timeout
+    pause = threading.Event()
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached within the test's patience")
+        pause.wait(0.005)
+
+
+class Arrivals:
+    """Counts requests as they arrive, so a test can wait until the server has answered all.
+
+    A client that timed out or was killed leaves its request running in the server;
+    `quiesce()` waits until every request that arrived has been logged (answered).
+    """
+
+    def __init__(self, api: ApiServer) -> None:
+        self.api = api
+        self.count = 0
+        self._lock = threading.Lock()
+        api.on_request(self._seen)
+
+    def _seen(self, _req: RequestInfo) -> None:
+        with self._lock:
+            self.count += 1
+
+    def quiesce(self) -> None:
+        """Wait until the log holds every request that arrived."""
+        wait_until(lambda: len(self.api.requests) >= self.count)
+
+    def reset(self) -> None:
+        """Empty the request log and the count together (call it when quiet)."""
+        with self._lock:
+            self.api.reset_log()
+            self.count = 0
+
+
+class FirstRequest:
+    """When the server saw the first request: where a bound on a run's duration starts.
+
+    A clock started before `Popen` also counts interpreter start-up and imports, which
+    take seconds on a loaded machine and are not what `--timeout` bounds.
+    """
+
+    def __init__(self, api: ApiServer) -> None:
+        self.at: float | None = None
+        api.on_request(self._seen)
+
+    def _seen(self, _req: RequestInfo) -> None:
+        if self.at is None:
+            self.at = time.monotonic()
+
+    def elapsed(self) -> float:
+        """Seconds from the first request to now."""
+        assert self.at is not None, "the server saw no request"
+        return time.monotonic() - self.at
+
+
+def spawn(kubeconfig: str | Path, *args: str, command: str = "reconcile") -> subprocess.Popen:
+    """The real console entry point in its own process, as the CronJob runs it."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    env.pop("KUBECONFIG", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "reconcile", command, "--kubeconfig", str(kubeconfig), *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(ERROR)]
+
+
+def assert_one_clear_line(stderr: str) -> str:
+    """Exactly one line on stderr, the error line, and no traceback; returns it."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith(ERROR), stderr
+    assert "Traceback" not in stderr
+    return lines[0]
