@@ -1,8 +1,6 @@
-"""One pass against the cluster: read the nodes, decide, apply, record Events. No loop.
-
-Used by every command that talks to the cluster (`reconcile`, `status`, `release`, `pin`,
-`unpin`). `simulate` never comes here: it replays the same pure `decide()` in memory
-(reconcile.simulate); tests/simulate/test_simulate_crosscheck.py compares the two.
+"""One pass against the cluster for every command but simulate: read, decide, apply, record
+Events. No loop. simulate replays the same `decide()` in memory
+(tests/simulate/test_simulate_crosscheck.py).
 """
 
 from __future__ import annotations
@@ -17,12 +15,10 @@ from reconcile.cluster.apply import ApplyResult, NodeResult, Outcome, apply_plan
 from reconcile.cluster.client import Client
 from reconcile.cluster.nodepools import PoolResult, Pools, apply_pools, read_pools
 from reconcile.cluster.pool import Backoff, Pool
-from reconcile.cluster.read import ListFailed, Listing, read_nodes
+from reconcile.cluster.read import Listing, read_nodes
 from reconcile.rule import budget
 from reconcile.rule.decide import MAX_EVENTS, Plan, Transition, decide, recorded_events
 from reconcile.rule.settings import HoldSettings, RunSettings
-
-__all__ = ["ListFailed", "Listing", "RunResult", "run_once"]
 
 
 @dataclass(frozen=True)
@@ -45,11 +41,6 @@ class RunResult:
             errors += [f"node/{r.node}: {r.error or r.outcome}" for r in self.applied.failed]
         return tuple(errors)
 
-    @property
-    def ok(self) -> bool:
-        failed = self.pools.failed or (self.applied is not None and self.applied.failed)
-        return not self.missing and not failed
-
 
 def run_once(
     kube: Client,
@@ -61,15 +52,11 @@ def run_once(
     backoff: Backoff | None = None,
     on_result: Callable[[NodeResult | PoolResult], None] | None = None,
 ) -> RunResult:
-    """Read, decide (as `run.mode` says) and, unless `run.dry_run` (the one way to say "do
-    not write"), patch and record Events. With `run.only` (pin, unpin), read and decide on
-    those nodes alone.
-
-    Raises ListFailed when a node to decide on cannot be read or decided on; Interrupted
-    on SIGTERM before anything was written. `describe` words each Event (the CLI's report:
-    the decision says what changed, never in words). `backoff` is for tests that inject
-    many faults and must not wait the real pauses; `on_result` sees each node's result as
-    its patch lands (see apply_plan).
+    """Read, decide (as `run.mode` says) and, unless `run.dry_run` (the one way to say "do not
+    write"), patch and record Events; with `run.only` (pin, unpin), on those nodes alone. Raises
+    ListFailed when a node cannot be read or decided on, Interrupted on SIGTERM before any write.
+    `describe` words each Event (the rule never words); `backoff` lets fault tests skip the real
+    pauses; `on_result` sees each result as its patch lands (see apply_plan).
     """
     pool = Pool.start(
         run.timeout.total_seconds(),
@@ -89,8 +76,9 @@ def run_once(
         pools = replace(pools, patches=patches)
     missing = tuple(sorted(set(run.only) - {d.node for d in plan.decisions}))
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
+    result = RunResult(plan, listing, run.dry_run, requests=kube.requests, missing=missing)
     if run.dry_run:
-        return RunResult(plan, listing, True, requests=kube.requests, missing=missing, pools=pools)
+        return replace(result, pools=pools)
     # NodePools first: a budget entry that takes over from annotations lands before they go.
     pools = apply_pools(pools, plan, kube, pool, on_result or (lambda _: None))
     applied = apply_plan(plan, kube, pool, on_result)
@@ -98,17 +86,14 @@ def run_once(
     done = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]
     on_pools = [t for t in done if t][:MAX_EVENTS]  # the run's bound, for NodePools too
     transitions = [*on_pools, *recorded_events(plan.transitions, landed)]
-    events, event_errors = record_events(kube, plan, transitions, run, pool, describe)
-    return RunResult(
-        plan,
-        listing,
-        dry_run=False,
+    events, errors = record_events(kube, plan, transitions, run, pool, describe)
+    return replace(
+        result,
         applied=applied,
         events=events,
-        event_errors=event_errors,
-        requests=kube.requests,
-        missing=missing,
+        event_errors=errors,
         pools=pools,
+        requests=kube.requests,
     )
 
 

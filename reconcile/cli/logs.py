@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -82,9 +83,8 @@ def verbosity() -> int:
     return _logging.verbose
 
 
-def start(environ: dict[str, str] | None = None) -> None:
+def start() -> None:
     """Before any option is parsed: the environment's log format, so that even a usage
     error (an unknown option, which click reports before any option callback) is JSON when
     NODE_HOLDER_LOG_FORMAT=json asks for it."""
-    fmt = (environ or {}).get("NODE_HOLDER_LOG_FORMAT", "")
-    setup_logging("json" if fmt.strip().lower() == "json" else "text", 0)
+    setup_logging(os.environ.get("NODE_HOLDER_LOG_FORMAT", "").strip(), 0)

@@ -1,20 +1,15 @@
-"""The command line: each command wires its options to a call and prints the report.
-
-No decisions and no report words here: options are defined and parsed in options.py, so
-every bad value gives one line naming the option and its environment variable (exit 2)
-before any API call; report.py words what a run did. The HTTP client and simulate are
-imported inside the commands: `node-holder --help` stays fast.
+"""The command line: each command wires its options (options.py) to a call and prints what
+report.py words. The HTTP client and simulate are imported inside the commands: `--help` stays
+fast.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
 import time
 import traceback
-from dataclasses import replace
 from typing import NoReturn
 
 import click
@@ -86,8 +81,7 @@ def status(parsed: Parsed) -> None:
     node), for scripts: unlike the other commands' lines, its length grows with the
     cluster.
     """
-    run = replace(run_settings(parsed, Mode.RECONCILE), dry_run=True)
-    _execute("status", parsed, hold_settings(parsed), run)
+    _execute("status", parsed, hold_settings(parsed), run_settings(parsed, Mode.RECONCILE))
 
 
 @cli.command()
@@ -215,11 +209,6 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
     stop = threading.Event()
     _on_signals(stop)
     suspend = parsed.get(options.SUSPEND_CRONJOB, None)
-    if suspend is not None:
-        try:
-            handover.suspend_and_wait(kube, suspend, dry_run=run.dry_run)
-        except handover.HandoverFailed as exc:
-            raise RuntimeFailure(str(exc)) from None
     as_json = run.output is Output.JSON
 
     def landed(result: report.NodeResult | report.PoolResult) -> None:
@@ -228,10 +217,12 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
         sys.stdout.flush()
 
     try:
+        if suspend is not None:
+            handover.suspend_and_wait(kube, suspend, dry_run=run.dry_run)
         result = run_once(
             kube, hold, run, stop=stop, on_result=landed, describe=report.event_message
         )
-    except read.ListFailed as exc:
+    except (handover.HandoverFailed, read.ListFailed) as exc:
         raise RuntimeFailure(str(exc)) from None
     except pool.Interrupted:
         raise RuntimeFailure(
@@ -279,7 +270,7 @@ def _fail(code: int, message: str) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Console script: exit 0/1/2 with one line on stderr, never a traceback unless -v."""
-    logs.start(dict(os.environ))
+    logs.start()
     try:
         cli.main(args=argv, prog_name=PROG, standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -289,9 +280,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         where = f"'{exc.ctx.command_path} --help'" if exc.ctx else f"'{PROG} --help'"
         _fail(EXIT_CONFIG, f"{exc.format_message()} (see {where})")
-    except click.ClickException as exc:
-        _fail(EXIT_CONFIG, exc.format_message())
-    except ConfigError as exc:
+    except (click.ClickException, ConfigError) as exc:
         _fail(EXIT_CONFIG, str(exc))
     except RuntimeFailure as exc:
         _fail(EXIT_RUNTIME, str(exc))

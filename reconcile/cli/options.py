@@ -1,20 +1,9 @@
 """Every option, defined once: its flag, its environment variable, its typed parser.
 
-A flag and its environment variable go through the same `convert()`, so the same text
-gets the same verdict wherever it comes from: a value or one ConfigError line naming
-both spellings and a fix (exit 2, before any API call). An environment variable that is
-set but empty is read as empty (click would treat it as unset), and list-valued
-variables are split on commas by the parser, never on whitespace by click.
-
-Typed from option to settings: a `Setting[T]` parses to a T, a command gets its options as
-one `Parsed`, and `parsed[HOLD_DURATION]` is a timedelta, for a type checker too.
-`hold_settings`, `run_settings` and `access_settings` fill each settings field from its option.
-
-Commands declare only the settings they use (`COMMANDS`): an environment variable of
-a setting the command does not use is never read, and its flag is refused by click. Every
-command knows every setting's variable (`check_environment`): an unknown `NODE_HOLDER_*`
-variable is a mistake (exit 2), an unknown `HOLD_*` one gets a warning. simulate's own
-options are flags only: no environment variable is read for them.
+A flag and its variable go through the same `convert()`: the same text, the same value or the
+same one-line ConfigError (exit 2, before any API call). A `Setting[T]` parses to a T, reaches
+a command as `parsed[SETTING]` and a settings dataclass typed. A command reads only the settings
+it uses (`COMMANDS`); docs/reference.md#settings says the rules.
 """
 
 from __future__ import annotations
@@ -85,13 +74,11 @@ def duration(bounds: s.DurationRange, bare_minutes: bool = False) -> Kind[timede
 
 def optional_duration(bounds: s.DurationRange) -> Kind[timedelta | None]:
     """Empty means "not set" (the manifests' way to say no cap)."""
-    return Kind(
-        "duration",
-        lambda text: s.parse_duration(text, bounds) if text.strip() else None,
-        bounds=bounds,
-        optional=True,
-        bare_minutes=False,
-    )
+
+    def parse(text: str) -> timedelta | None:
+        return s.parse_duration(text, bounds) if text.strip() else None
+
+    return Kind("duration", parse, bounds=bounds, optional=True, bare_minutes=False)
 
 
 def choice(enum: type[E]) -> Kind[E]:
@@ -100,13 +87,10 @@ def choice(enum: type[E]) -> Kind[E]:
 
 
 def integer(low: int, high: int) -> Kind[int]:
-    return Kind(
-        "integer",
-        lambda text: int(s.parse_number(text, low, high, whole=True)),
-        low=low,
-        high=high,
-        metavar="N",
-    )
+    def parse(text: str) -> int:
+        return int(s.parse_number(text, low, high, whole=True))
+
+    return Kind("integer", parse, low=low, high=high, metavar="N")
 
 
 def rate(high: float) -> Kind[float | None]:
@@ -144,11 +128,8 @@ class _SettingOption(click.Option):
         super().__init__(*args, **kwargs)
         self.kind = kind
 
-    def resolve_envvar_value(self, ctx: click.Context) -> str | None:
-        return os.environ.get(self.envvar) if isinstance(self.envvar, str) else None
-
     def value_from_envvar(self, ctx: click.Context) -> Any:
-        rv = self.resolve_envvar_value(ctx)
+        rv = os.environ.get(self.envvar) if isinstance(self.envvar, str) else None
         if rv is None:
             return None
         if self.count or self.is_flag:
@@ -511,7 +492,7 @@ def run_settings(parsed: Parsed, mode: Mode, only: tuple[str, ...] = ()) -> RunS
     default = RunSettings()
     return RunSettings(
         mode=mode,
-        dry_run=parsed.get(DRY_RUN, default.dry_run),
+        dry_run=parsed.get(DRY_RUN, True),  # a command without --dry-run (status) never writes
         clock=parsed.get(CLOCK, default.clock),
         timeout=parsed[TIMEOUT],
         workers=parsed.get(WORKERS, default.workers),

@@ -1,10 +1,6 @@
-"""Text and JSON renderings of a run: the lines people read in `kubectl logs`, and the
-words of its Events (the rule says what changed, as a `Transition`; this module says it).
-
-Wording follows kube-janitor's `node/<name>: would add ...` lines, then one
-summary line per run. No line grows with the cluster: per-node detail is in the per-node
-lines, and the final JSON line lists a few windows, errors and Events (LISTED) and counts the rest
-(log pipelines drop lines over 16 KiB). `status --output json` stays one whole document.
+"""Text and JSON renderings of a run and the words of its Events (the rule says what changed,
+as a `Transition`; this module says it). No line grows with the cluster but `status --output
+json`: docs/reference.md#output.
 """
 
 from __future__ import annotations
@@ -46,12 +42,8 @@ def _time(moment: datetime | None) -> str | None:
     return format_time(moment) if moment else None
 
 
-def _keys(keys: tuple[str, ...]) -> str:
-    return ", ".join(keys)
-
-
-def _names(names: list[str]) -> str:
-    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+def _names(names: list[str], unit: str = "") -> str:
+    more = f" and {len(names) - 5} more{unit}" if len(names) > 5 else ""
     return ", ".join(names[:5]) + more
 
 
@@ -65,27 +57,25 @@ def _what(patch: NodePatch, past: bool) -> str:
         ("pinned", "unpinned", "added", "removed") if past else ("pin", "unpin", "add", "remove")
     )
     keys = (patch.pinned, patch.unpinned, patch.added, patch.removed)
-    parts = [f"{verb} {_keys(k)}" for verb, k in zip(verbs, keys, strict=True) if k]
+    parts = [f"{verb} {', '.join(k)}" for verb, k in zip(verbs, keys, strict=True) if k]
     if not parts and patch.action == "disown":
         verb = "dropped" if past else "drop"
         parts = [
-            f"{verb} ownership of {_keys(patch.disowned)} (changed or removed by someone else)"
+            f"{verb} ownership of {', '.join(patch.disowned)} (changed or removed by someone else)"
         ]
     elif not parts:
-        parts = [f"{'tidied' if past else 'tidy'} {_keys(tuple(k for k, _ in patch.changes))}"]
+        parts = [f"{'tidied' if past else 'tidy'} {', '.join(k for k, _ in patch.changes)}"]
     return ", ".join(parts) + "".join(f"; ignored {why}" for why in patch.ignored)
 
 
-def patch_line(patch: NodePatch, result: NodeResult | None, dry_run: bool) -> str:
-    """`node/x: would add karpenter.sh/do-not-disrupt {...}` and friends."""
-    what = _what(patch, past=False)
-    if dry_run:
-        body = json.dumps(patch.body(), separators=(",", ":"))
-        return f"node/{patch.node}: would {what} {body}"
-    assert result is not None
-    extra = f" (after {result.conflicts} conflict(s))" if result.conflicts else ""
-    done = _what(result.patch, past=True) + extra
-    return _outcome(f"node/{patch.node}", result.outcome, result.error, what, done)
+def patch_line(done: NodePatch | NodeResult) -> str:
+    """`node/x: would add karpenter.sh/do-not-disrupt {...}` (planned), or how it ended."""
+    patch = done if isinstance(done, NodePatch) else done.patch
+    where, what = f"node/{patch.node}", _what(patch, past=False)
+    if isinstance(done, NodePatch):
+        return f"{where}: would {what} {json.dumps(patch.body(), separators=(',', ':'))}"
+    extra = f" (after {done.conflicts} conflict(s))" if done.conflicts else ""
+    return _outcome(where, done.outcome, done.error, what, _what(patch, past=True) + extra)
 
 
 def _outcome(where: str, outcome: Outcome, error: str | None, what: str, done: str) -> str:
@@ -118,9 +108,7 @@ def landed(result: NodeResult | PoolResult, as_json: bool) -> str:
     """The line for one node's or NodePool's patch, printed the moment its result is known."""
     if isinstance(result, PoolResult):
         return json.dumps(pool_json(result.patch, result)) if as_json else pool_line(result)
-    if as_json:
-        return json.dumps(patch_json(result.patch, result))
-    return patch_line(result.patch, result, dry_run=False)
+    return json.dumps(patch_json(result.patch, result)) if as_json else patch_line(result)
 
 
 # --- NodePools: the budget mechanism ---------------------------------------------------
@@ -383,7 +371,7 @@ def decision_lines(result: RunResult) -> list[str]:
     plan = result.plan
     counts = _counts(result)
     if plan.mode in _ALWAYS_FOR:
-        return [f"{plan.mode} {_keys(plan.hold.annotations)}; {counts}"]
+        return [f"{plan.mode} {', '.join(plan.hold.annotations)}; {counts}"]
     kept = [_kept_line(plan.kept_claims)] if plan.kept_claims else []
     if plan.hold.scope is Scope.CLUSTER or plan.mode is Mode.RELEASE:
         window = plan.windows[0] if plan.windows else HoldWindow("cluster", held=False)
@@ -403,10 +391,9 @@ def decision_lines(result: RunResult) -> list[str]:
 
 def _kept_line(kept: dict[str, int]) -> str:
     """Holds node-holder set under keys this run may not remove: said, never dropped."""
-    shown = [f"{key} on {n} node(s)" for key, n in list(kept.items())[:5]]
-    more = f" and {len(kept) - 5} more key(s)" if len(kept) > 5 else ""
+    shown = _names([f"{key} on {n} node(s)" for key, n in kept.items()], " key(s)")
     return (
-        f"kept: {', '.join(shown)}{more}, set by node-holder, not removed by this run "
+        f"kept: {shown}, set by node-holder, not removed by this run "
         "(not a configured or well-known hold key); name it with --annotation to remove it"
     )
 
@@ -537,26 +524,24 @@ def failure(result: RunResult) -> str | None:
 
 def final_lines(result: RunResult, command: str, as_json: bool) -> list[str]:
     """Stdout once the run is done; a real run printed its per-node lines as they landed."""
-    if command == "status":
-        return [_line(render_status_json(result))] if as_json else render_status_text(result)
+    whole = command == "status"
     if not as_json:
-        return render_text(result, streamed=not result.dry_run)
-    planned = [json.dumps(pool_json(p)) for p in result.pools.patches if result.dry_run]
-    planned += [json.dumps(patch_json(p)) for p in result.plan.patches if result.dry_run]
-    return [*planned, _line(render_json(result, command))]
+        return render_status_text(result) if whole else render_text(result)
+    planned = result.dry_run and not whole  # status's document holds its patches
+    lines = [json.dumps(pool_json(p)) for p in result.pools.patches if planned]
+    lines += [json.dumps(patch_json(p)) for p in result.plan.patches if planned]
+    return [*lines, _line(render_json(result, command, whole))]
 
 
 def _line(data: dict[str, Any]) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
-def render_text(result: RunResult, streamed: bool = False) -> list[str]:
-    """The run's lines; with `streamed`, the per-node lines were printed as they landed."""
+def render_text(result: RunResult) -> list[str]:
+    """The run's lines; a real run printed its per-node lines as they landed."""
     lines = [f"node/{name}: not found" for name in result.missing]
     lines += [pool_line(p) for p in result.pools.patches if result.dry_run]
-    outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
-    for patch in () if streamed else result.plan.patches:
-        lines.append(patch_line(patch, outcomes.get(patch.node), result.dry_run))
+    lines += [patch_line(p) for p in result.plan.patches if result.dry_run]
     for t in result.events:
         where = f"{t.kind.lower()}/{t.node}"
         lines.append(f"event {t.reason} on {where}: {event_message(t, result.plan)}")
@@ -611,7 +596,8 @@ def _listed(key: str, items: list[Any], whole: bool) -> dict[str, Any]:
 
 
 def render_json(result: RunResult, command: str, whole: bool = False) -> dict[str, Any]:
-    """The run's last line; `whole` (status) also lists every window, patch and error."""
+    """The run's last line; `whole` (status: one document for scripts, however many nodes) also
+    lists every window, patch, error and node."""
     plan = result.plan
     counted = tally(result)
     windows = sorted(_shown(plan), key=lambda w: not w.held)  # the held ones first
@@ -658,6 +644,7 @@ def render_json(result: RunResult, command: str, whole: bool = False) -> dict[st
     if whole:
         data["patches"] = [patch_json(p) for p in plan.patches]
         data["nodePoolPatches"] = [pool_json(p) for p in result.pools.patches]
+        data["nodes"] = status_rows(plan)
     return data
 
 
@@ -736,10 +723,3 @@ def _entries(window: HoldWindow, result: RunResult) -> list[str]:
     """`1 of 3`: the status column of NodePools with node-holder's entry (none: no budgets)."""
     counts = _window_pools(window, result)
     return ["{nodePoolsWithEntry} of {nodePools}".format(**counts)] if counts else []
-
-
-def render_status_json(result: RunResult) -> dict[str, Any]:
-    """One whole document for scripts, however many nodes."""
-    data = render_json(result, "status", whole=True)
-    data["nodes"] = status_rows(result.plan)
-    return data

@@ -1,20 +1,9 @@
 """Cluster access: which cluster, as whom, resolved like kubectl without touching the network.
 
-`--kubeconfig` (else `$KUBECONFIG`, a list of files merged as kubectl merges them), else the
-pod's service account, else `~/.kube/config`; a user's credentials in the official Python
-client's order (`auth-provider`, `token` or `tokenFile`, `exec`, `username`/`password`);
-the proxy from `proxy-url` or the environment. docs/operations-notes.md lists every field
-read and every refusal. Every failure is a `ConfigError` (exit 2) naming the setting and a
-fix, raised before any request. An exec plugin's token is used, as by client-go, until its
-`expirationTimestamp` (renewed up to AUTH_REFRESH_SECONDS early: the transport keeps headers
-that long), then the plugin runs again; after a 401 it runs once more. A renewal that fails
-mid-run is logged and the last token kept (the API server then says whether it still works).
-
-The kubeconfig is read here rather than by the official client's loader because importing
-`kubernetes` costs about 0.3 s, a third of a steady run at 5,000 nodes (docs/performance.md);
-only the legacy `auth-provider` users (gcp, oidc) are handed to that loader, imported then.
-tests/access/test_client_kubeconfig.py resolves kubeconfigs both ways and compares. The result
-is a `Connection`; `reconcile.cluster.transport` builds its connection pool from it.
+Every failure is a `ConfigError` (exit 2) naming the setting and a fix, raised before any
+request. docs/operations-notes.md says where access comes from, every field read and refused,
+how tokens are renewed, and why the kubeconfig is read here, not by the official client's
+loader (importing it costs 0.3 s; only legacy `auth-provider` users go to it).
 """
 
 from __future__ import annotations
@@ -60,10 +49,7 @@ MOUNT_IT = "automountServiceAccountToken: true on the pod or its ServiceAccount"
 
 
 def connection_for(access: ClusterAccess, plugin_timeout: float = 45.0) -> Connection:
-    """Resolve cluster access (see the module docstring); every failure is a ConfigError.
-
-    `plugin_timeout` bounds an exec credential plugin: the run's --timeout.
-    """
+    """Resolve cluster access; `plugin_timeout` (the run's --timeout) bounds an exec plugin."""
     explicit = access.kubeconfig or os.environ.get("KUBECONFIG")
     try:
         if explicit:
@@ -158,12 +144,8 @@ class _Entry:
         return str(value).strip().lower() == "true"
 
     def file_or_data(self, key: str) -> str | bytes | None:
-        """`key-data` decoded (bytes), else the path of `key` (str), else None.
-
-        As kubectl reads them: base64 wrapped in lines (other tools write 76 columns) is one
-        value, any other space is not base64; both forms at once, or `~` in a path (kubectl
-        does not expand it), are refused.
-        """
+        """`key-data` decoded (bytes), else the path of `key` (str), else None, as kubectl
+        reads them (docs/operations-notes.md)."""
         data, path = self.text(f"{key}-data"), self.text(key)
         if data and path:
             raise self.error(f"both {key}-data and {key} are set")
@@ -310,7 +292,7 @@ def _user_credentials(
         path = user.base / token_file  # as kubectl: relative to the kubeconfig, no `~`
         return _token_file(path, "kubeconfig user entry: tokenFile", "fix the path"), {}
     if user.value.get("exec"):
-        return _from_plugin(user.value["exec"], user.base, timeout, cluster)
+        return _Plugin.start(user.value["exec"], user.base, timeout, cluster)
     if name and password:
         return _static(urllib3.util.make_headers(basic_auth=f"{name}:{password}")), {}
     return anonymous, {}
@@ -322,10 +304,8 @@ def _static(headers: Mapping[str, str]) -> Credentials:
 
 
 def _token_file(path: Path, what: str, fix: str) -> Credentials:
-    """A token read from `path` now and again at every ask: the kubelet rotates it.
-
-    A read that fails later keeps the last token (the API server accepts it until it expires).
-    """
+    """A token read from `path` now and again at every ask: the kubelet rotates it. A read that
+    fails later keeps the last token (the API server accepts it until it expires)."""
     token = _read_token(path)
     if not token:
         raise ConfigError(f"{what} {path} does not exist or is empty; {fix}")
@@ -347,53 +327,36 @@ def _read_token(path: Path) -> str:
         return ""
 
 
-def _from_plugin(
-    spec: Mapping[str, Any], base: Path, timeout: float, cluster: Mapping[str, Any]
-) -> tuple[Credentials, dict[str, str]]:
-    """A token from the plugin (run again when it expires), or its client certificate,
-    used for the whole run."""
-    plugin = _Plugin(spec, str(base), cluster if spec.get("provideClusterInfo") else None)
-    plugin.ends = time.monotonic() + timeout
-    status = plugin.run()
-    if status.get("token"):
-        return plugin, {}
-    for key in ("clientCertificateData", "clientKeyData"):
-        if not isinstance(status.get(key), str):
-            raise _plugin_error(spec, "printed no token nor certificate")
-    return anonymous, {
-        "cert_file": _private_file(status["clientCertificateData"].encode()),
-        "key_file": _private_file(status["clientKeyData"].encode()),
-    }
-
-
 @dataclass
 class _Plugin:
-    """An exec plugin's token, run again once it expires or after a 401 (as client-go)."""
+    """An exec credential plugin: its token, run again once it expires or after a 401 (as
+    client-go), or its client certificate, used for the whole run."""
 
     spec: Mapping[str, Any]
     cwd: str
-    cluster: Mapping[str, Any] | None
-    ends: float = 0.0  # the run's deadline (monotonic): no plugin run outlasts it
+    cluster: Mapping[str, Any] | None  # told to the plugin (provideClusterInfo)
+    ends: float  # the run's deadline (monotonic): no plugin run outlasts it
     headers: dict[str, str] = field(default_factory=dict)
     expires: datetime | None = None
 
-    def run(self) -> dict[str, Any]:
-        timeout = max(self.ends - time.monotonic(), 0.1)
-        status = run_exec_plugin(self.spec, self.cwd, timeout, self.cluster)
-        stamp = status.get("expirationTimestamp")
-        try:
-            self.expires = datetime.fromisoformat(str(stamp)) if stamp else None
-            if self.expires is not None and self.expires.tzinfo is None:
-                raise ValueError(stamp)
-        except ValueError:
-            raise _plugin_error(
-                self.spec, f"printed an expirationTimestamp that is not RFC 3339: {stamp!r}"
-            ) from None
+    @classmethod
+    def start(
+        cls, spec: Mapping[str, Any], base: Path, timeout: float, cluster: Mapping[str, Any]
+    ) -> tuple[Credentials, dict[str, str]]:
+        """The plugin's first run: its token (the plugin is then the credentials) or its
+        client certificate."""
+        told = cluster if spec.get("provideClusterInfo") else None
+        plugin = cls(spec, str(base), told, time.monotonic() + timeout)
+        status = plugin.run()
         if status.get("token"):
-            self.headers = {"authorization": f"Bearer {status['token']}"}
-        elif self.headers:  # mid-run: a certificate instead of a token is no renewal
-            raise _plugin_error(self.spec, "printed no token")
-        return status
+            return plugin, {}
+        for key in ("clientCertificateData", "clientKeyData"):
+            if not isinstance(status.get(key), str):
+                raise plugin.error("printed no token nor certificate")
+        return anonymous, {
+            "cert_file": _private_file(status["clientCertificateData"].encode()),
+            "key_file": _private_file(status["clientKeyData"].encode()),
+        }
 
     def __call__(self, renew: bool = False) -> dict[str, str]:
         left = self.expires.timestamp() - time.time() if self.expires else float("inf")
@@ -404,57 +367,72 @@ class _Plugin:
                 log.warning("%s; the last token is used", exc)
         return self.headers
 
+    def run(self) -> dict[str, Any]:
+        """Run the plugin once within what is left of the run; its `status`."""
+        status = self._status(max(self.ends - time.monotonic(), 0.1))
+        stamp = status.get("expirationTimestamp")
+        try:
+            self.expires = datetime.fromisoformat(str(stamp)) if stamp else None
+            if self.expires is not None and self.expires.tzinfo is None:
+                raise ValueError(stamp)
+        except ValueError:
+            raise self.error(
+                f"printed an expirationTimestamp that is not RFC 3339: {stamp!r}"
+            ) from None
+        if status.get("token"):
+            self.headers = {"authorization": f"Bearer {status['token']}"}
+        elif self.headers:  # mid-run: a certificate instead of a token is no renewal
+            raise self.error("printed no token")
+        return status
 
-def run_exec_plugin(
-    spec: Mapping[str, Any],
-    cwd: str | None,
-    timeout: float,
-    cluster: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Run a client.authentication.k8s.io credential plugin once, bounded; its `status`.
-
-    With `provideClusterInfo`, the plugin is told the cluster, as kubectl tells it.
-    """
-    command = str(spec.get("command") or "")
-    if not command:
-        raise ConfigError(f"kubeconfig user exec: no command; {FIX_KUBECONFIG}")
-    api_version = str(spec.get("apiVersion") or "client.authentication.k8s.io/v1")
-    env = dict(os.environ)
-    env.update({str(e["name"]): str(e["value"]) for e in spec.get("env") or ()})
-    request: dict[str, Any] = {"interactive": False}
-    if cluster is not None:
-        request["cluster"] = _exec_cluster(cluster)
-    env["KUBERNETES_EXEC_INFO"] = json.dumps(
-        {"apiVersion": api_version, "kind": "ExecCredential", "spec": request}
-    )
-    try:
-        done = _run_bounded([command, *(str(a) for a in spec.get("args") or ())], env, cwd, timeout)
-    except FileNotFoundError:
-        hint = " ".join(str(spec.get("installHint") or "").split())
-        raise _plugin_error(spec, "was not found", hint or "install it or fix its path") from None
-    except PermissionError:
-        raise _plugin_error(spec, "is not executable") from None
-    except subprocess.TimeoutExpired:
-        raise _plugin_error(
-            spec, f"did not finish within --timeout ({timeout:g}s)", "does it wait for input?"
-        ) from None
-    said = " ".join(done.stderr.split())[-300:]
-    if done.returncode != 0:
-        raise _plugin_error(spec, f"failed (exit {done.returncode})", said or "no message")
-    try:
-        answer = json.loads(done.stdout)
-    except ValueError:
-        raise _plugin_error(
-            spec, "printed something that is not JSON", repr(done.stdout[:60])
-        ) from None
-    status = answer.get("status") if isinstance(answer, dict) else None
-    if not isinstance(status, dict) or answer.get("kind") != "ExecCredential":
-        raise _plugin_error(spec, "printed no ExecCredential", repr(done.stdout[:60]))
-    if answer.get("apiVersion") != api_version:
-        raise _plugin_error(
-            spec, f"answered {answer.get('apiVersion')!r}, not the {api_version!r} asked for"
+    def _status(self, timeout: float) -> dict[str, Any]:
+        """The ExecCredential's `status` (client.authentication.k8s.io); with a cluster, the
+        plugin is told it, as kubectl tells it."""
+        command = str(self.spec.get("command") or "")
+        if not command:
+            raise ConfigError(f"kubeconfig user exec: no command; {FIX_KUBECONFIG}")
+        api_version = str(self.spec.get("apiVersion") or "client.authentication.k8s.io/v1")
+        env = dict(os.environ)
+        env.update({str(e["name"]): str(e["value"]) for e in self.spec.get("env") or ()})
+        request: dict[str, Any] = {"interactive": False}
+        if self.cluster is not None:
+            request["cluster"] = _exec_cluster(self.cluster)
+        env["KUBERNETES_EXEC_INFO"] = json.dumps(
+            {"apiVersion": api_version, "kind": "ExecCredential", "spec": request}
         )
-    return status
+        args = [command, *(str(a) for a in self.spec.get("args") or ())]
+        try:
+            done = _run_bounded(args, env, self.cwd, timeout)
+        except FileNotFoundError:
+            hint = " ".join(str(self.spec.get("installHint") or "").split())
+            raise self.error("was not found", hint or "install it or fix its path") from None
+        except PermissionError:
+            raise self.error("is not executable") from None
+        except subprocess.TimeoutExpired:
+            raise self.error(
+                f"did not finish within --timeout ({timeout:g}s)", "does it wait for input?"
+            ) from None
+        said = " ".join(done.stderr.split())[-300:]
+        if done.returncode != 0:
+            raise self.error(f"failed (exit {done.returncode})", said or "no message")
+        try:
+            answer = json.loads(done.stdout)
+        except ValueError:
+            raise self.error("printed something that is not JSON", repr(done.stdout[:60])) from None
+        status = answer.get("status") if isinstance(answer, dict) else None
+        if not isinstance(status, dict) or answer.get("kind") != "ExecCredential":
+            raise self.error("printed no ExecCredential", repr(done.stdout[:60]))
+        if answer.get("apiVersion") != api_version:
+            raise self.error(
+                f"answered {answer.get('apiVersion')!r}, not the {api_version!r} asked for"
+            )
+        return status
+
+    def error(self, what: str, detail: str = "") -> ConfigError:
+        tail = f": {detail}" if detail else ""
+        return ConfigError(
+            f'credential plugin "{self.spec.get("command")}" (kubeconfig user exec) {what}{tail}'
+        )
 
 
 def _exec_cluster(cluster: Mapping[str, Any]) -> dict[str, Any]:
@@ -474,7 +452,7 @@ def _exec_cluster(cluster: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _run_bounded(
-    args: list[str], env: dict[str, str], cwd: str | None, timeout: float
+    args: list[str], env: dict[str, str], cwd: str, timeout: float
 ) -> subprocess.CompletedProcess[str]:
     """Run a plugin; past `timeout`, kill it and whatever it started (its process group)."""
     with subprocess.Popen(
@@ -497,18 +475,8 @@ def _run_bounded(
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
-def _plugin_error(spec: Mapping[str, Any], what: str, detail: str = "") -> ConfigError:
-    tail = f": {detail}" if detail else ""
-    return ConfigError(
-        f'credential plugin "{spec.get("command")}" (kubeconfig user exec) {what}{tail}'
-    )
-
-
 def _from_auth_provider(paths: list[str], context: str, proxy_url: str | None) -> Connection:
-    """A legacy `auth-provider` user (gcp, oidc): the official client's loader.
-
-    Imported only here: it costs about 0.3 s, and kubectl itself dropped gcp and azure.
-    """
+    """A legacy `auth-provider` user (gcp, oidc): the official client's loader, imported here."""
     from kubernetes import client, config  # noqa: PLC0415
 
     cfg = client.Configuration()
@@ -577,11 +545,8 @@ def _in_cluster(access: ClusterAccess) -> Connection:
 
 
 def _proxy(server: str, configured: str | None) -> str | None:
-    """The kubeconfig's proxy-url, else the environment's proxy unless NO_PROXY names the server.
-
-    As client-go: NO_PROXY entries are host names (a leading dot or not: the domain and its
-    subdomains), host:port, IP addresses or CIDR ranges, or `*`.
-    """
+    """The kubeconfig's proxy-url, else the environment's proxy unless NO_PROXY names the server
+    (as client-go reads it: docs/operations-notes.md)."""
     if configured:
         return str(configured)
     proxies = getproxies()  # HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY (either case)

@@ -1,10 +1,7 @@
 """Applying: patches and Events through the run's pool; 409 -> read again -> decide again.
 
-Each node changes in exactly one patch (hold annotation and ownership marker
-together), so a run killed at any moment leaves every node consistent. A stop
-request (SIGTERM) or the deadline lets in-flight patches finish and starts no
-new ones. Patches are handed to workers as they free up, never queued all at
-once: memory stays flat whatever the number of nodes.
+Each node changes in one patch (docs/design.md, "Patches and concurrency"); a stop or the
+deadline starts no new patch; workers take the next patch as they free up, so memory stays flat.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from reconcile.cluster.errors import (
     Unconfirmed,
 )
 from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
-from reconcile.cluster.read import Keys, read_node
+from reconcile.cluster.read import read_node
 from reconcile.rule.decide import NodePatch, Plan, Transition
 from reconcile.rule.nodes import MalformedNode
 from reconcile.rule.settings import Mode, RunSettings, format_time
@@ -72,18 +69,6 @@ class ApplyResult:
         return sum(1 for r in self.results if r.outcome is Outcome.PATCHED)
 
 
-@dataclass
-class _Attempt:
-    """One node's patch as it goes: what is sent now, and after how many conflicts."""
-
-    planned: NodePatch
-    current: NodePatch
-    conflicts: int = 0
-
-    def result(self, outcome: Outcome, error: str | None = None) -> NodeResult:
-        return NodeResult(self.planned.node, outcome, self.current, self.conflicts, error)
-
-
 #: What a failed send means for the node, by error type, first match wins. None: the node
 #: changed since listed (409), or the patch may or may not have landed: read it again and
 #: decide again.
@@ -99,6 +84,15 @@ OUTCOMES: tuple[tuple[type[Exception], Outcome | None], ...] = (
 SENT_ERRORS = (ApiError, TransportError, Unconfirmed, Interrupted, DeadlineExceeded)
 
 
+def outcome_of(exc: Exception) -> Outcome | None:
+    """What a send that raised one of SENT_ERRORS means (OUTCOMES)."""
+    return next(outcome for kind, outcome in OUTCOMES if isinstance(exc, kind))
+
+
+#: How one node's patch ended: its outcome, and why if it was not patched.
+_Ended = tuple[Outcome, str | None]
+
+
 @dataclass(frozen=True)
 class _Patcher:
     """Sends one node's patch; on a 409 reads the node again and decides again."""
@@ -111,35 +105,32 @@ class _Patcher:
     #: would fail the same way, so none is started after it. (list.append is thread-safe.)
     refused: list[str] = field(default_factory=list)
 
-    def patch(self, patch: NodePatch) -> NodeResult:
-        attempt = _Attempt(patch, patch)
+    def patch(self, planned: NodePatch) -> NodeResult:
+        current, conflicts = planned, 0  # the patch sent now, after how many conflicts
         while True:
-            done = self._stopped(attempt) or self._send(attempt)
-            if done is not None:
-                return done
-            attempt.conflicts += 1
-            if attempt.conflicts > MAX_CONFLICTS:
-                return attempt.result(
-                    Outcome.FAILED, f"still conflicting after {MAX_CONFLICTS} re-reads"
-                )
-            again = self._decide_again(attempt)
-            if isinstance(again, NodeResult):
-                return again
-            attempt.current = again
+            ended = self._stopped() or self._send(current)
+            if ended is None:
+                conflicts += 1
+                if conflicts > MAX_CONFLICTS:
+                    ended = (Outcome.FAILED, f"still conflicting after {MAX_CONFLICTS} re-reads")
+                else:
+                    ended = self._decide_again(planned.node)
+            if not isinstance(ended, NodePatch):
+                return NodeResult(planned.node, ended[0], current, conflicts, ended[1])
+            current = ended
 
-    def _stopped(self, attempt: _Attempt) -> NodeResult | None:
+    def _stopped(self) -> _Ended | None:
         """A stop request, the deadline or a refused identity: start nothing new."""
         if self.pool.stop.is_set():
-            return attempt.result(Outcome.NOT_SENT, "stopped by signal")
+            return Outcome.NOT_SENT, "stopped by signal"
         if self.pool.deadline.expired:
-            return attempt.result(Outcome.NOT_SENT, "run timeout reached")
+            return Outcome.NOT_SENT, "run timeout reached"
         if self.refused:
-            return attempt.result(Outcome.NOT_SENT, "not sent after the API refused our identity")
+            return Outcome.NOT_SENT, "not sent after the API refused our identity"
         return None
 
-    def _send(self, attempt: _Attempt) -> NodeResult | None:
+    def _send(self, patch: NodePatch) -> _Ended | None:
         """The patch, retried as the pool allows; None: read again and decide again."""
-        node, patch = attempt.planned.node, attempt.current
 
         def send(timeout: float) -> str:
             return self.kube.patch_node(patch.node, patch.body(), timeout=timeout)
@@ -148,42 +139,32 @@ class _Patcher:
         # the nodes go back to consolidation gently. `release` removes at the full rate.
         ending = self.plan.mode is Mode.RECONCILE and patch.removed and not patch.added
         try:
-            self.pool.retry(send, f"node/{node}: patch", write=True, cost=2 if ending else 1)
+            self.pool.retry(send, f"node/{patch.node}: patch", write=True, cost=2 if ending else 1)
         except SENT_ERRORS as exc:
             if isinstance(exc, Unauthorized | Forbidden):
                 self.refused.append(exc.explain())
-            outcome = next(o for kind, o in OUTCOMES if isinstance(exc, kind))
+            outcome = outcome_of(exc)
             if outcome is None:
                 why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
-                log.info("node/%s: %s; reading it again", node, why)
+                log.info("node/%s: %s; reading it again", patch.node, why)
                 return None
-            return attempt.result(outcome, None if outcome is Outcome.GONE else explain(exc))
-        return attempt.result(Outcome.PATCHED)
+            return outcome, None if outcome is Outcome.GONE else explain(exc)
+        return Outcome.PATCHED, None
 
-    def _decide_again(self, attempt: _Attempt) -> NodePatch | NodeResult:
+    def _decide_again(self, node: str) -> NodePatch | _Ended:
         """The node as it is now, decided again: the next patch, or how it ended."""
-        node = attempt.planned.node
         try:
-            fresh = read_node(self.kube, node, Keys.of(self.plan.hold), self.pool)
+            fresh = read_node(self.kube, node, self.plan.hold, self.pool)
         except (ApiError, TransportError, MalformedNode) as exc:
-            return attempt.result(Outcome.FAILED, explain(exc))
+            return Outcome.FAILED, explain(exc)
         except (Interrupted, DeadlineExceeded) as exc:
-            return attempt.result(Outcome.NOT_SENT, explain(exc))
+            return Outcome.NOT_SENT, explain(exc)
         if fresh is None:
-            return attempt.result(Outcome.GONE)
+            return Outcome.GONE, None
         # Decided at the time of the re-read: what an overlapping run wrote is not from the future.
         now = self.plan.now + timedelta(seconds=time.monotonic() - self.started)
         again = self.plan.decide_again(fresh, now)
-        return again.patch if again.patch is not None else attempt.result(Outcome.SETTLED)
-
-    def patch_safely(self, patch: NodePatch) -> NodeResult:
-        """One node's surprise (say, an unreadable answer) must not sink the others' patches."""
-        try:
-            return self.patch(patch)
-        except Exception as exc:
-            log.debug("node/%s: unexpected error", patch.node, exc_info=True)
-            error = f"{type(exc).__name__}: {exc}"
-            return NodeResult(patch.node, Outcome.FAILED, patch, error=error)
+        return again.patch if again.patch is not None else (Outcome.SETTLED, None)
 
 
 def apply_plan(
@@ -192,14 +173,9 @@ def apply_plan(
     pool: Pool,
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> ApplyResult:
-    """Send every patch of the plan, in `write_order` at the rate the limiter fits to the
-    cluster (reconcile.cluster.pool); never raises for a single node's failure.
-
-    `workers` threads each take the next patch when they are free, so only the patches in
-    flight exist as pending work (not one queued task per node). `on_result` is called once
-    per node as soon as its result is known, one call at a time, so that a report can print
-    each line as its patch lands (a run killed later still leaves those lines in its log).
-    """
+    """Send every patch of the plan, in `write_order`, at the rate the limiter fits to the
+    cluster; never raises for a single node's failure. `on_result` hears each node's result as
+    soon as it is known, one at a time: a run killed later still leaves those lines in its log."""
     patches = write_order(plan)
     if not patches:
         return ApplyResult(())
@@ -215,7 +191,12 @@ def apply_plan(
                 index, patch = next(upcoming, (-1, None))
             if patch is None:
                 return
-            result = patcher.patch_safely(patch)
+            try:
+                result = patcher.patch(patch)
+            except Exception as exc:  # one node's surprise must not sink the others' patches
+                log.debug("node/%s: unexpected error", patch.node, exc_info=True)
+                error = f"{type(exc).__name__}: {exc}"
+                result = NodeResult(patch.node, Outcome.FAILED, patch, error=error)
             results[index] = result
             if on_result is not None:
                 with report:
@@ -260,13 +241,8 @@ def record_events(
     pool: Pool,
     describe: Callable[[Transition, Plan], str],
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
-    """An Event for each transition (a hold that started, grew or ended where a patch landed:
-    `recorded_events`, at most MAX_EVENTS), on its node or NodePool. `describe` gives each
-    Event its words.
-
-    Events are best effort: a failure is logged and reported, but does not
-    fail the run, because the hold itself is in place.
-    """
+    """An Event for each transition, on its node or NodePool, in `describe`'s words; best
+    effort (docs/design.md): a failure is logged and reported, and the run goes on."""
     if not run.events:
         return (), ()
     instance = socket.gethostname()

@@ -1,9 +1,8 @@
 """The calls: Node, NodePool, Event, CronJob and Job requests, which know Kubernetes, not holds.
 
-Signatures take and give plain values (a node name, a patch body, metadata dicts); nodes
-are read and written as metadata only (no typed models). Each answer is checked to be what
-was asked for: anything else is an `UnreadableAnswer`, retried like a reset connection.
-Each call names what it does and which shipped Role grants it, for its error lines.
+Plain values in and out; nodes as metadata only. An answer that is not what was asked for is an
+`UnreadableAnswer` (docs/operations-notes.md, "Answers that are not what was asked for"). Each
+call names what it does and which shipped Role grants it, for its error lines.
 """
 
 from __future__ import annotations
@@ -112,13 +111,10 @@ class Client(Transport):
     # --- Karpenter v1 NodePools (the budget mechanism) ---
 
     def list_nodepools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        """Every NodePool, whole and in one page: a cluster has a few, and their budgets are in
-        the spec. NotFound: the cluster serves no karpenter.sh/v1 NodePools (no CRD)."""
+        """Every NodePool, whole: their budgets are in the spec. NotFound: the cluster serves
+        no karpenter.sh/v1 NodePools (no CRD)."""
         action = Action("list", 'resource "nodepools" in API group "karpenter.sh"', NODEPOOLS_GRANT)
-        items = self._object("GET", NODEPOOLS, action, timeout).get("items") or []
-        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            raise UnreadableAnswer(f"the answer to list {action.what} is not a list of NodePools")
-        return items
+        return self._items(NODEPOOLS, action, "NodePools", timeout)
 
     def nodepool(
         self, name: str, ops: list[dict[str, Any]] | None = None, *, timeout: float | None = None
@@ -144,28 +140,30 @@ class Client(Transport):
 
     # --- the uninstall hook's hand-over (reconcile.cluster.handover) ---
 
-    def get_cronjob(
-        self, namespace: str, name: str, *, timeout: float | None = None
+    def cronjob(
+        self, namespace: str, name: str, *, suspend: bool = False, timeout: float | None = None
     ) -> dict[str, Any]:
-        """A batch/v1 CronJob; NotFound if there is none."""
-        action = Action("get", f"cronjob {namespace}/{name}", HANDOVER_GRANT)
-        return self._object("GET", _cronjob_path(namespace, name), action, timeout)
-
-    def suspend_cronjob(
-        self, namespace: str, name: str, *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """Set `spec.suspend: true` with a merge patch; the CronJob as it is now."""
-        action = Action("patch", f"cronjob {namespace}/{name}", HANDOVER_GRANT)
-        patch = {"spec": {"suspend": True}}
-        return self._object("PATCH", _cronjob_path(namespace, name), action, timeout, patch)
+        """A batch/v1 CronJob, after a merge patch `spec.suspend: true` if `suspend`; NotFound
+        if there is none."""
+        action = Action(
+            "patch" if suspend else "get", f"cronjob {namespace}/{name}", HANDOVER_GRANT
+        )
+        path = f"{_batch(namespace)}/cronjobs/{quote(name, safe='')}"
+        patch = {"spec": {"suspend": True}} if suspend else None
+        return self._object("PATCH" if suspend else "GET", path, action, timeout, patch)
 
     def list_jobs(self, namespace: str, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        """Every batch/v1 Job in the namespace (a few: a CronJob keeps a short history)."""
+        """Every batch/v1 Job in the namespace (a CronJob keeps a short history)."""
         action = Action("list", f"jobs in {namespace}", HANDOVER_GRANT)
-        path = f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/jobs"
+        return self._items(f"{_batch(namespace)}/jobs", action, "jobs", timeout)
+
+    def _items(
+        self, path: str, action: Action, kind: str, timeout: float | None
+    ) -> list[dict[str, Any]]:
+        """A list's items, whole and in one page: there are a few (NodePools, a CronJob's Jobs)."""
         items = self._object("GET", path, action, timeout).get("items") or []
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            raise UnreadableAnswer(f"the answer to list {action.what} is not a list of jobs")
+            raise UnreadableAnswer(f"the answer to list {action.what} is not a list of {kind}")
         return items
 
     def _object(
@@ -182,8 +180,8 @@ class Client(Transport):
         return found
 
 
-def _cronjob_path(namespace: str, name: str) -> str:
-    return f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}/cronjobs/{quote(name, safe='')}"
+def _batch(namespace: str) -> str:
+    return f"/apis/batch/v1/namespaces/{quote(namespace, safe='')}"
 
 
 #: The apiVersion of each kind an Event can be about.
@@ -229,11 +227,8 @@ def _json(response: Response, action: Action) -> Any:
 
 
 def _list_page(page: Any, *, first: bool) -> tuple[list[dict[str, Any]], str | None]:
-    """A list page's item metadata and continue token; anything else is UnreadableAnswer.
-
-    A page is a `...List` with an `items` array. kube-apiserver writes `"items": null` for
-    an empty metadata-only list, so that reads as no nodes, but only as the whole list.
-    """
+    """A `...List` page's item metadata and continue token; `"items": null` is no nodes only as
+    the whole list (kube-apiserver writes it for an empty metadata-only list)."""
     kind = page.get("kind") if isinstance(page, dict) else None
     meta = page.get("metadata") if isinstance(page, dict) else None
     items = page.get("items", ...) if isinstance(page, dict) else ...

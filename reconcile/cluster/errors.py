@@ -1,9 +1,7 @@
 """What can go wrong talking to the API server, classified once, and redaction for every line.
 
-Every error status a caller acts on has its own type (`except Conflict`), made from the status
-by `api_error`; faults of the way there (refused, reset, timed out, an unreadable 2xx) are a
-`TransportError`. Each error carries the `Action` it interrupted, so that its line says what
-was tried and, for a 403, which shipped Role grants it.
+Each error status a caller acts on has its own type; faults of the way there are a
+`TransportError`. Each error carries the `Action` it interrupted, for its line.
 """
 
 from __future__ import annotations
@@ -84,34 +82,26 @@ class ServerError(ApiError):
     """5xx: a server-side hiccup; retry."""
 
 
-_ERRORS: dict[int, type[ApiError]] = {
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    410: Gone,
-    429: TooManyRequests,
-}
-
-#: The Status reason kube-apiserver gives, for an answer whose body names none.
-_REASONS = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "Conflict",
-    410: "Expired",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
+#: By status: the Status reason kube-apiserver gives (for an answer whose body names none), and
+#: the error type callers catch (any other 5xx is a ServerError, anything else an ApiError).
+_STATUSES: dict[int, tuple[str, type[ApiError]]] = {
+    400: ("BadRequest", ApiError),
+    401: ("Unauthorized", Unauthorized),
+    403: ("Forbidden", Forbidden),
+    404: ("NotFound", NotFound),
+    409: ("Conflict", Conflict),
+    410: ("Expired", Gone),
+    422: ("Invalid", ApiError),
+    429: ("TooManyRequests", TooManyRequests),
+    500: ("InternalError", ServerError),
+    503: ("ServiceUnavailable", ServerError),
+    504: ("Timeout", ServerError),
 }
 
 
 def error_for_status(status: int, reason: str, message: str, **kw: Any) -> ApiError:
     """The one place a status becomes an error type."""
-    kind = _ERRORS.get(status) or (ServerError if status >= 500 else ApiError)
+    _, kind = _STATUSES.get(status, ("", ServerError if status >= 500 else ApiError))
     return kind(status, reason, message, **kw)
 
 
@@ -127,7 +117,7 @@ def api_error(status: int, body: bytes, retry_after: float | None, action: Actio
         message = body[:200].decode("utf-8", "replace").strip()
     return error_for_status(
         status,
-        reason or _REASONS.get(status, "Error"),
+        reason or _STATUSES.get(status, ("Error",))[0],
         (message or "(no message)")[:1000],  # a line in our report, however long the answer
         retry_after=retry_after,
         action=action,
@@ -139,19 +129,13 @@ class TransportError(Exception):
 
 
 class UnreadableAnswer(TransportError):
-    """A 2xx whose body is not what was asked for: not JSON, cut short, not a list page.
-
-    Proxies between us and the API server produce these (an HTML page, a truncated gzip
-    body, `{}`); they are faults of the way there, retried like a reset connection.
-    """
+    """A 2xx whose body is not what was asked for (a proxy's HTML page, a gzip body cut short,
+    `{}`): a fault of the way there, retried like a reset connection."""
 
 
 class Unconfirmed(Exception):
-    """A write was sent but its answer could not be read: it may or may not have landed.
-
-    Never retried blindly: the caller reads the object again and decides again, as after
-    a Conflict.
-    """
+    """A write was sent but its answer could not be read: it may have landed. Never retried
+    blindly: the caller reads the object again and decides again, as after a Conflict."""
 
 
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@\s]*@")
@@ -162,10 +146,7 @@ _SECRET_QUERY = re.compile(
 
 
 def redact(text: str) -> str:
-    """`text` with URL credentials hidden: userinfo, and token-like query values.
-
-    Applied to every URL and transport message the tool prints or logs, so that a
-    kubeconfig's `https://admin:secret@host` never reaches a log pipeline.
-    """
+    """`text` with URL credentials (userinfo, token-like query values) hidden: applied to every
+    URL and transport message the tool prints or logs."""
     text = _USERINFO.sub(r"\g<scheme>REDACTED@", text)
     return _SECRET_QUERY.sub(r"\g<key>REDACTED", text)

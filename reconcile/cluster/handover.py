@@ -1,11 +1,6 @@
-"""Stop the CronJob before a release: suspend it, then wait out a run in flight.
-
-`release` removes every hold this tool owns. If the CronJob's run were still going (or
-started right after), it would put the holds back a moment later and they would outlive the
-uninstall. So `release --suspend-cronjob NAMESPACE/NAME` (the Helm chart's pre-delete hook)
-first sets `spec.suspend: true` (no new run starts), then waits until none of the CronJob's
-Jobs is still running. The wait is bounded by the run's own deadline: a Job started just
-before the suspend ends within its `activeDeadlineSeconds` plus the pod's grace period.
+"""Stop the CronJob before a release (`release --suspend-cronjob`, the chart's uninstall hook):
+suspend it, then wait out a run in flight, which would put the holds back (docs/install.md,
+"Uninstall": why, and how long at most).
 """
 
 from __future__ import annotations
@@ -46,11 +41,8 @@ def suspend_and_wait(
 ) -> None:
     """Suspend the CronJob and return once none of its Jobs is running, two looks a poll
     apart (a Job the controller created just before it saw the suspend shows up in the
-    second). `clock` and `sleep` pace the wait (tests pass a fake clock).
-
-    Raises HandoverFailed when a Job is still running after the run's deadline, so the
-    caller releases nothing that a live run could put back.
-    """
+    second); HandoverFailed if one still runs after the run's deadline. `clock` and `sleep`
+    pace the wait (tests pass a fake clock)."""
     start = clock()
     cronjob = _suspend(kube, ref, dry_run)
     if cronjob is None:
@@ -86,11 +78,12 @@ def _retried(kube: Client, call: Callable[[float], T], what: str) -> T:
 
 def _suspend(kube: Client, ref: CronJobRef, dry_run: bool) -> dict[str, Any] | None:
     """The CronJob after `suspend: true` (as it is, for a dry run); None if there is none."""
-    ask, verb = (kube.get_cronjob, "get") if dry_run else (kube.suspend_cronjob, "patch")
+
+    def ask(timeout: float) -> dict[str, Any]:
+        return kube.cronjob(ref.namespace, ref.name, suspend=not dry_run, timeout=timeout)
+
     try:
-        return _retried(
-            kube, lambda t: ask(ref.namespace, ref.name, timeout=t), f"{verb} cronjob {ref}"
-        )
+        return _retried(kube, ask, f"{'get' if dry_run else 'patch'} cronjob {ref}")
     except NotFound:
         log.warning("cronjob %s not found: nothing to suspend or wait for", ref)
         return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from reconcile.cluster.apply import MAX_CONFLICTS, OUTCOMES, SENT_ERRORS, Outcome
+from reconcile.cluster.apply import MAX_CONFLICTS, SENT_ERRORS, Outcome, outcome_of
 from reconcile.cluster.client import Client
 from reconcile.cluster.errors import ApiError, Forbidden, NotFound, TransportError
 from reconcile.cluster.pool import DeadlineExceeded, Pool, explain
@@ -80,20 +80,16 @@ def _send(patch: PoolPatch, plan: Plan, kube: Client, pool: Pool) -> PoolResult:
             return PoolResult(patch, Outcome.PATCHED)
         except SENT_ERRORS as exc:
             tested = isinstance(exc, ApiError) and exc.status == 422
-            outcome, error = None if tested else _outcome(exc), explain(exc)
+            outcome, error = None if tested else outcome_of(exc), explain(exc)
         if outcome is not None:
             return PoolResult(patch, outcome, error)
         try:
             found = pool.retry(lambda t: kube.nodepool(name, timeout=t), f"nodepool/{name}: get")
         except SENT_ERRORS as exc:
-            return PoolResult(patch, _outcome(exc) or Outcome.FAILED, explain(exc))
+            return PoolResult(patch, outcome_of(exc) or Outcome.FAILED, explain(exc))
         fresh = pool_view(found)
         again = decide_pool(fresh, plan)
         if again is None or fresh == patch.pool:
             return PoolResult(patch, Outcome.FAILED if again else Outcome.SETTLED, error)
         patch = again
     return PoolResult(patch, Outcome.FAILED, f"still changing after {MAX_CONFLICTS} re-reads")
-
-
-def _outcome(exc: Exception) -> Outcome | None:
-    return next(outcome for kind, outcome in OUTCOMES if isinstance(exc, kind))

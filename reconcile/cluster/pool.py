@@ -1,10 +1,8 @@
 """The one request path: how hard a command may push, and how it stays polite and bounded.
 
-Every request of every command (the list, a named node's read, patches, Events, the
-uninstall hook's hand-over) goes through `Pool.retry`: within the deadline, not after a stop,
-writes under the rate limit (which backs off on 429 and slow answers), transient failures
-retried with capped jittered backoff and Retry-After honoured. The workers that apply a plan
-take their number from here too.
+Every request of every command goes through `Pool.retry`: within the deadline, not after a stop,
+writes under the rate limit, transient failures retried with backoff (docs/performance.md,
+"Node writes at scale"; docs/design.md, "Patches and concurrency").
 """
 
 from __future__ import annotations
@@ -85,12 +83,9 @@ SAMPLES, SLOW, RECOVERY, MIN_QPS = 20, 1.0, 1 / 30, 1.0
 
 
 class RateLimiter:
-    """A token bucket shared by the workers: at most `qps` writes a second on average.
-
-    `qps` backs off under pressure (multiplicative decrease, additive increase) and never
-    exceeds `ceiling`: the --qps given, or by default the auto rate once `fit` knows the
-    cluster's size. A rate of 0 is no limit, and nothing to adapt.
-    """
+    """A token bucket shared by the workers: at most `qps` writes a second on average, backing
+    off under pressure, never above `ceiling` (the --qps given, or the auto rate once `fit`
+    knows the cluster's size). A rate of 0 is no limit, and nothing to adapt."""
 
     def __init__(
         self, qps: float | None, burst: int, clock: Callable[[], float] = time.monotonic

@@ -1,13 +1,13 @@
 """Reading the cluster: the whole node list, or the named nodes, as compact node views.
 
 A run that cannot see every node it decides on changes nothing: `read_nodes` returns every
-node or raises `ListFailed` (an expired continue token restarts the list a few times first);
-for pin and unpin (`RunSettings.only`) it reads the named nodes, one GET each, never the list.
+node (or, for pin and unpin, each named one: a GET each, no list) or raises `ListFailed`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -45,37 +45,31 @@ class Listing:
     now: datetime
     clock: str  # "server" (Date header) or "local"
     pages: int  # list pages read (none for named nodes)
-    restarts: int
 
 
-@dataclass(frozen=True)
-class Keys:
-    """What a node view keeps: the annotations and labels the decision reads."""
+#: A node's metadata as the compact view the decision reads.
+View = Callable[[dict[str, Any]], NodeView]
 
-    annotations: frozenset[str]
-    labels: frozenset[str]
 
-    @classmethod
-    def of(cls, hold: HoldSettings) -> Keys:
-        # This tool's own annotations are always kept too (nodes.node_view).
-        return cls(frozenset(hold.annotations), hold.label_keys)
-
-    def view(self, metadata: dict[str, Any]) -> NodeView:
-        return node_view(metadata, self.annotations, self.labels)
+def _viewer(hold: HoldSettings) -> View:
+    """Views that keep the annotations and labels the decision reads (and this tool's own
+    annotations: nodes.node_view)."""
+    annotations, labels = frozenset(hold.annotations), hold.label_keys
+    return lambda metadata: node_view(metadata, annotations, labels)
 
 
 def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -> Listing:
     """Every node, or with `run.only` (pin, unpin) the named ones that exist, or an
     exception: a partial reading is never returned."""
-    keys = Keys.of(hold)
+    view = _viewer(hold)
     doing = "read the named nodes" if run.only else "list nodes"
     restarts = 0
     while True:
         try:
             if run.only:
-                nodes, pages, server_now = _named(kube, keys, run.only, pool)
+                nodes, pages, server_now = _named(kube, view, run.only, pool)
             else:
-                nodes, pages, server_now = _all_pages(kube, keys, run, pool)
+                nodes, pages, server_now = _all_pages(kube, view, run, pool)
             break
         except Gone as exc:
             if restarts >= LIST_RESTARTS:
@@ -85,14 +79,14 @@ def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -
         except (ApiError, TransportError, MalformedNode, DeadlineExceeded) as exc:
             raise _failed(exc, doing) from None
     if run.clock is Clock.SERVER and server_now is not None:
-        return Listing(nodes, server_now, "server", pages, restarts)
+        return Listing(nodes, server_now, "server", pages)
     if run.clock is Clock.SERVER and nodes:
         log.warning("the API server sent no Date header; deciding with the local clock")
-    return Listing(nodes, datetime.now(UTC), "local", pages, restarts)
+    return Listing(nodes, datetime.now(UTC), "local", pages)
 
 
 def _all_pages(
-    kube: Client, keys: Keys, run: RunSettings, pool: Pool
+    kube: Client, view: View, run: RunSettings, pool: Pool
 ) -> tuple[list[NodeView], int, datetime | None]:
     """Every page once, from the first: the node views, the page count, the last Date."""
     nodes: list[NodeView] = []
@@ -108,7 +102,7 @@ def _all_pages(
 
         got = pool.retry(page, "list nodes")
         # run_once pauses the cyclic GC while it reads: nothing here is cyclic garbage.
-        nodes.extend(keys.view(m) for m in got.items)
+        nodes.extend(view(m) for m in got.items)
         size = fitting_page_size(len(got.items) or size, got.size, run.page_size)
         del got.items[:]
         pages += 1
@@ -118,7 +112,7 @@ def _all_pages(
 
 
 def _named(
-    kube: Client, keys: Keys, names: tuple[str, ...], pool: Pool
+    kube: Client, view: View, names: tuple[str, ...], pool: Pool
 ) -> tuple[list[NodeView], int, datetime | None]:
     """Each named node that exists, one GET each: a pin costs no list page."""
     nodes: list[NodeView] = []
@@ -126,7 +120,7 @@ def _named(
     for name in names:
         found = _get(kube, name, pool)
         if found is not None:
-            nodes.append(keys.view(found.items[0]))
+            nodes.append(view(found.items[0]))
             server_now = found.date or server_now
     return nodes, 0, server_now
 
@@ -143,10 +137,10 @@ def _failed(exc: Exception, doing: str) -> ListFailed:
     return ListFailed(f"cannot {doing}: {explain(exc)}; nothing was changed")
 
 
-def read_node(kube: Client, name: str, keys: Keys, pool: Pool) -> NodeView | None:
+def read_node(kube: Client, name: str, hold: HoldSettings, pool: Pool) -> NodeView | None:
     """One node read again (after a 409); None if it is gone."""
     found = _get(kube, name, pool)
-    return None if found is None else keys.view(found.items[0])
+    return None if found is None else _viewer(hold)(found.items[0])
 
 
 def _get(kube: Client, name: str, pool: Pool) -> Page | None:

@@ -1,11 +1,8 @@
 """The way to the API server: a urllib3 pool built from a `Connection`, and one request at a time.
 
-Where and as whom comes from `reconcile.cluster.access` as a `Connection`. Requests stay small
-and cheap: gzip, answers always drained (keep-alive survives), and no retries hidden below our
-own policy (reconcile.cluster.pool). Credentials are asked for once a second, not per request;
-a 401 asks for renewed ones once and, if they differ, sends the request again once. A watchdog
-bounds each whole answer, not each socket read. Nothing here imports the official `kubernetes`
-package: importing it alone costs about 0.3 s (docs/performance.md).
+How requests stay cheap and bounded: docs/performance.md ("What keeps it cheap", "Deadlines and
+signals"); how credentials are renewed: docs/operations-notes.md. No retries hide below our own
+policy (reconcile.cluster.pool); nothing here imports `kubernetes` (about 0.3 s).
 """
 
 from __future__ import annotations
@@ -158,13 +155,9 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> Response:
-        """One HTTP request; the body is always read so the connection is reused.
-
-        `timeout` is the caller's cut of the run's deadline (default: the request timeout).
-        A 401 is answered once with renewed credentials (an exec plugin's token that expired
-        or was revoked), when they differ from the refused ones. An error status raises its
-        ApiError (reconcile.cluster.errors).
-        """
+        """One HTTP request within `timeout` (the caller's cut of the run's deadline), sent
+        again once after a 401 if the renewed credentials differ; an error status raises its
+        ApiError."""
         target = path + (f"?{urlencode(query)}" if query else "")
         payload = None if body is None else json.dumps(body, separators=(",", ":"))
         sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip", **(headers or {})}
@@ -244,14 +237,9 @@ class _Call:
 
 
 class _Watchdog:
-    """Shuts the socket of a request that outlives its time, whatever urllib3 is waiting for.
-
-    urllib3's read timeout bounds each socket read, not a response: a body (or a header)
-    that trickles in a byte at a time never trips it. Each request here has a wall-clock end
-    (its cut of the run's deadline); past it, or STOP_GRACE seconds after a stop, its socket
-    is shut down and the read in progress fails at once. One thread for every request in
-    flight; it ends when there has been nothing to watch for a second.
-    """
+    """Shuts the socket of a request past its end or STOP_GRACE after a stop: urllib3 bounds
+    each read, not an answer (docs/performance.md, "Deadlines and signals"). One thread for
+    every request in flight; it ends when there has been nothing to watch for a second."""
 
     def __init__(self) -> None:
         self.stop: threading.Event | None = None
@@ -327,11 +315,8 @@ def _shut(call: _Call, why: str) -> None:
 
 
 def http_date(raw: str | None) -> datetime | None:
-    """An HTTP date as aware UTC, or None if absent or unreadable.
-
-    `parsedate_to_datetime` gives a naive datetime for the zone `-0000` (RFC 5322: UTC,
-    local zone unknown); naive must never be read in the local zone, so it is UTC here.
-    """
+    """An HTTP date as aware UTC, or None if absent or unreadable; the zone `-0000`, which
+    `parsedate_to_datetime` leaves naive, is UTC (RFC 5322), never the local zone."""
     if not raw:
         return None
     try:
@@ -344,11 +329,8 @@ def http_date(raw: str | None) -> datetime | None:
 
 
 def retry_after(raw: str | None) -> float | None:
-    """Retry-After in seconds (delta-seconds or an HTTP date); None means "not given".
-
-    Only a finite, non-negative number counts: `nan`, `inf` or `-1` are ignored, so the
-    caller falls back to its normal backoff instead of not pausing at all.
-    """
+    """Retry-After in seconds (delta-seconds or an HTTP date); None: not given, or not a finite,
+    non-negative number (`nan`, `-1`), so the caller falls back to its normal backoff."""
     if raw is None:
         return None
     try:
@@ -364,21 +346,20 @@ def retry_after(raw: str | None) -> float | None:
 def _transport_message(exc: Exception, host: str) -> str:
     cause = getattr(exc, "reason", None) or exc
     errors = urllib3.exceptions
-    if isinstance(exc, errors.ReadTimeoutError):
-        return f"{host} did not answer in time"
-    # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: test it first, or a
-    # refused connection reads "timed out".
-    if isinstance(exc, errors.NewConnectionError | errors.MaxRetryError):
-        return f"cannot connect to {host}: {_connect_failure(str(cause))}"
+    # The first match wins. NewConnectionError subclasses ConnectTimeoutError in urllib3 2: it
+    # comes first, or a refused connection reads "timed out".
     forms = (
+        (errors.ReadTimeoutError, "{host} did not answer in time"),
+        (errors.NewConnectionError | errors.MaxRetryError, "cannot connect to {host}: {failure}"),
         (errors.ConnectTimeoutError, "cannot connect to {host}: timed out"),
         (errors.ProtocolError, "connection to {host} dropped: {cause}"),
         (errors.SSLError, "TLS error talking to {host}: {cause}"),
     )
-    for kind, form in forms:
-        if isinstance(exc, kind):
-            return form.format(host=host, cause=cause)
-    return f"{type(exc).__name__} talking to {host}: {cause}"
+    form = next(
+        (f for kind, f in forms if isinstance(exc, kind)), "{kind} talking to {host}: {cause}"
+    )
+    failure = _connect_failure(str(cause))
+    return form.format(host=host, cause=cause, failure=failure, kind=type(exc).__name__)
 
 
 def _connect_failure(text: str) -> str:

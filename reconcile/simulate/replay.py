@@ -1,16 +1,12 @@
 """`node-holder simulate`: replay a node timeline through the pure decision, change by change.
 
 Every configuration replays the same runs, `--interval` apart, in memory: the timeline's
-deletions and arrivals change the nodes, `decide()` (the function the CronJob calls between
-reading and writing) plans the run, and each patch's changes are applied to its node.
-Events are counted from the plan as a real run records them (`recorded_events`). Nothing
-here interprets annotation keys or decides anything.
-
-Two shortcuts keep it fast, and neither changes a figure (docs/simulate.md says why): a
-window is decided again only at a run where its decision can change, and decide() sees one
-node of each class of alike nodes plus the nodes the window's hold depends on
-(`_Replay._views`). `exact=True` takes neither: every window with every node at every run,
-the reference the tests compare with.
+deletions and arrivals change the nodes, `decide()` (the function the CronJob calls) plans
+the run, and each patch's changes are applied to its node; nothing here interprets
+annotation keys or decides anything. A window is decided again only at a run where its
+decision can change, and decide() sees one node of each class of alike nodes plus the nodes
+its hold depends on (`_Replay._views`); `exact=True` takes neither shortcut, the reference
+the tests compare with (docs/simulate.md, "How the replay works", says why both are exact).
 """
 
 from __future__ import annotations
@@ -80,12 +76,8 @@ def _pools(hold: HoldSettings) -> tuple[tuple[str, str, str], ...]:
 def parse_compare(
     text: str, base: HoldSettings, option: str = "--compare", most: int = MAX_COLUMNS - 1
 ) -> list[HoldSettings]:
-    """`--compare 10m,40m,20m/group,20m/max=1h`: what each column changes from `base`.
-
-    A column names a hold duration, then optionally `/SCOPE`, `/max=DURATION` (or
-    `/max=none`) and, per NodePool, `/pool:NAME=DURATION` and `/pool:NAME:max=DURATION`
-    (its annotations, with their grammar); what it leaves out comes from the hold options.
-    """
+    """`--compare 10m,40m,20m/group,20m/max=1h`: what each column changes from `base`
+    (the grammar: docs/simulate.md, "Command line")."""
     columns: list[HoldSettings] = []
     example = f"use e.g. {option} {COMPARE_EXAMPLE}"
     for n, spec in enumerate([c.strip() for c in text.split(",")] if text.strip() else [], 1):
@@ -172,10 +164,8 @@ def replay_window(
     end: datetime | None = None,
     last: timedelta | None = None,
 ) -> Window:
-    """Default: from the first thing that happens until the last hold could have ended.
-
-    Runs land on multiples of the interval (like a `*/N` CronJob schedule).
-    """
+    """Default: from the first thing that happens until the last hold could have ended;
+    runs land on multiples of the interval (like a `*/N` CronJob schedule)."""
     moments = [t for n in timeline.nodes for t in (n.created, n.deleted) if t is not None]
     step = interval.total_seconds()
     if end is None and timeline.end is None and moments:
@@ -319,8 +309,7 @@ class ReplayOptions:
 @dataclass(eq=False)
 class _Class:
     """Nodes of one window that decide() cannot tell apart: same labels, same annotations
-    (a node's decision never depends on its name or creation). In the exact replay each
-    node is a class of its own."""
+    (a node's decision never depends on its name or creation); exact replay: one each."""
 
     alone: str | None
     labels: Mapping[str, str]
@@ -372,23 +361,20 @@ def _shape(window: rules.HoldWindow) -> rules.HoldWindow:
 
 
 class _Replay:
-    """One configuration's nodes in memory, and its figures as the runs go by.
-
-    `due` holds the runs at which a window must be decided again (its nodes changed, or a
-    time its last decision names comes); the runs in between are counted, not replayed.
-    """
+    """One configuration's nodes in memory, and its figures as the runs go by; `due`: the
+    runs at which a window must be decided again, the runs in between are counted only."""
 
     def __init__(self, hold: HoldSettings, window: Window, options: ReplayOptions) -> None:
         self.hold, self.window, self.options = hold, window, options
         self.result = Result(hold)
         self.wins: dict[str, _Win] = {}
-        self.where: dict[str, _Class] = {}  # node -> its class
+        self.where: dict[str, _Class] = {}  # node -> its class: every node present
         self.group: dict[str, str | None] = {}  # node -> its --group-label value
         self.ends: dict[str, datetime | None] = {}  # node -> end of a hold it alone would start
         self.open: dict[str, Period] = {}
         self.due: dict[int, set[str]] = defaultdict(set)  # run -> windows to decide then
         self.queue: list[int] = []  # the runs in `due`, earliest first
-        self.present = self.carrying = 0
+        self.carrying = 0
         self.nodepools: Counter[str | None] = Counter()  # NodePool label -> nodes present
         self.kept: list[tuple[datetime, datetime, str | None]] = []  # removed while held
 
@@ -432,11 +418,11 @@ class _Replay:
         if runs <= 0:
             return
         result = self.result
-        result.present_nodes += [self.present] * runs
+        result.present_nodes += [len(self.where)] * runs
         result.held_nodes += [self.carrying] * runs
         result.writes += [writes] + [0] * (runs - 1)
         result.events += events
-        result.requests += runs * max(1, math.ceil(self.present / PAGE_SIZE)) + writes + events
+        result.requests += runs * max(1, math.ceil(len(self.where) / PAGE_SIZE)) + writes + events
         if self.options.observe:
             views = [self.where[n].view(n) for win in self.wins.values() for n in win.nodes()]
             for i in range(result.runs - runs, result.runs):
@@ -459,7 +445,6 @@ class _Replay:
         win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
         self.nodepools[node.labels.get(POOL_LABEL)] += 1
-        self.present += 1
         self.carrying += self.carries(node.annotations)
         return name
 
@@ -489,7 +474,6 @@ class _Replay:
             last = win.last  # its window's last decision: held, and until when
             if last and last.held and last.hold_until and node.deleted < last.hold_until:  # type: ignore[operator]
                 self.kept.append((node.deleted, last.hold_until, self.group[node.name]))  # type: ignore[arg-type]
-        self.present -= 1
         self.nodepools -= Counter([node.labels.get(POOL_LABEL)])
         win.pending.discard(node.name)
         self.ends.pop(node.name, None)
@@ -501,9 +485,8 @@ class _Replay:
         return name
 
     def _forget(self, win: _Win, name: str, created: datetime) -> None:
-        """A trigger node left. One older than the start of the last stretch can move every
-        stretch: all nodes are looked at again. One of the chain moves the last stretch only,
-        which still starts at or after that start: the nodes from there are looked at again."""
+        """A trigger node left: the chain is found again among all nodes if it was older than
+        the last stretch's start (it can move every stretch), else from that start on."""
         if win.chain:
             start = created if name == win.chain[0] else self._born(win.chain[0])
             if created < start:
@@ -528,9 +511,7 @@ class _Replay:
             patches.setdefault(self.where[patch.node], patch.changes)
         writes = sum(len(c.members) for c in patches)
         for cls, changes in patches.items():  # as the API server merges them, on every member
-            new = {**cls.annotations, **{k: v for k, v in changes if v is not None}}
-            for key in [k for k, v in changes if v is None]:
-                new.pop(key, None)
+            new = {k: v for k, v in {**cls.annotations, **dict(changes)}.items() if v is not None}
             self.carrying += len(cls.members) * (self.carries(new) - self.carries(cls.annotations))
             del win.classes[cls.key]
             cls.annotations = new
@@ -551,15 +532,11 @@ class _Replay:
         return plan, writes
 
     def _views(self, win: _Win, now: datetime) -> list[rules.NodeView]:
-        """What decide() is given for a window: in the exact replay, every node. Otherwise
-        one node of each class and the nodes its hold depends on (`_chain`), found among
-        those of the last decision and the new arrivals while that is enough (see _Win),
-        else among all. That these give decide() the window that the nodes the chain was
-        found among give is checked each time; where not, decide() sees all the nodes."""
-        if self.options.exact:
-            return [c.view(c.youngest()) for c in win.classes.values()]
-        if sum(len(c.members) for c in win.classes.values()) <= FEW:
-            win.chain = win.floor = None  # a chain would hardly be shorter: it sees them all
+        """What decide() is given for a window: in the exact replay, every node; else one
+        of each class and the chain, checked to give the window that the nodes it was found
+        among give (where not: all nodes): docs/simulate.md, "How the replay works"."""
+        if self.options.exact or sum(len(c.members) for c in win.classes.values()) <= FEW:
+            win.chain = win.floor = None  # (a chain would hardly be shorter) it sees them all
             return self._pick(win, win.nodes())
         if win.chain is None:
             floor = win.floor
@@ -598,9 +575,8 @@ class _Replay:
     def _light(
         self, names: Sequence[str], now: datetime, win: _Win | None = None
     ) -> rules.HoldWindow:
-        """decide's window of these nodes of one window, from their creation times; with `win`,
-        and a node of each of its classes dated 1970: their caps count (a window's cap is the
-        smallest of all its trigger nodes'), their holds are long over."""
+        """decide's window of these nodes, from their creation times; with `win`, and a node
+        of each of its classes dated 1970: their caps count, their holds are long over."""
         views = [self.where[n].view(n, light=True) for n in names]
         for cls in win.classes.values() if win else ():
             views.append(replace(cls.view(next(iter(cls.members)), light=True), created=EPOCH))
@@ -608,9 +584,8 @@ class _Replay:
         return window
 
     def _probe(self, names: Sequence[str], now: datetime) -> None:
-        """When a hold that each of these nodes alone starts would end, as decide() says
-        (None: the node starts no hold): its own hold, whatever the rule reads it from.
-        Asked in node scope, where each node is a window of its own: one call for all."""
+        """When a hold that each of these nodes alone starts would end (None: none), asked
+        of decide() in node scope, where each node is a window of its own: one call for all."""
         alone = replace(self.hold, scope=Scope.NODE)
         views = [self.where[n].view(n, light=True) for n in names]
         named = {rules.window_name(v, alone): v.name for v in views}
@@ -667,10 +642,6 @@ def launches_avoided(
     """Removals while held (when, until when the hold would have kept the node, its group)
     matched with new nodes of the same group created before that hold's end: each match is
     one launch a kept node could have saved. One new node per removal, earliest end first."""
-    arrivals: dict[str | None, list[datetime]] = defaultdict(list)
-    for node in timeline.nodes:
-        if node.created is not None:
-            arrivals[node.labels.get(group_label)].append(node.created)
     removals: dict[str | None, list[tuple[datetime, datetime]]] = defaultdict(list)
     for gone, until, group in kept:
         removals[group].append((gone, until))
@@ -679,7 +650,8 @@ def launches_avoided(
         pending.sort()
         ends: list[datetime] = []
         j = 0
-        for created in sorted(arrivals[group]):
+        group_nodes = (n for n in timeline.nodes if n.labels.get(group_label) == group)
+        for created in sorted(n.created for n in group_nodes if n.created is not None):
             while j < len(pending) and pending[j][0] < created:
                 heapq.heappush(ends, pending[j][1])
                 j += 1

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from reconcile.rule.settings import format_duration
-from reconcile.simulate.replay import Result, Simulation
+from reconcile.simulate.replay import EPOCH, Result, Simulation
 from reconcile.simulate.timeline import iso
 
 MAX_PERIOD_LINES = 60
@@ -335,11 +335,10 @@ def _axis(start: datetime, interval: timedelta, runs: int, per: int) -> str:
     char = interval * per
     step = next((s for s in _TICKS if s / char >= 12), _TICKS[-1])
     line = [" "] * (math.ceil(runs / per) + 6)
-    epoch = datetime(1970, 1, 1, tzinfo=start.tzinfo)
-    moment = epoch + math.ceil((start - epoch) / step) * step
+    moment = EPOCH + math.ceil((start - EPOCH) / step) * step
     while moment < start + interval * runs:
         pos = round((moment - start) / char)
-        label = moment.strftime("%m-%d %H:%M" if interval * runs > timedelta(days=1) else "%H:%M")
+        label = _clock(moment, interval * runs > timedelta(days=1))
         if (
             pos + len(label) <= len(line)
             and not "".join(line[max(0, pos - 1) : pos + len(label)]).strip()
@@ -365,12 +364,8 @@ def _table(head: list[str], rows: list[list[str]], right: set[int]) -> list[str]
 
 
 class ProgressLine:
-    """Runs done / total per configuration on stderr, once a replay takes a while.
-
-    Silent for the first `after` seconds (most replays are done by then), then at most
-    one update every `every` seconds: rewritten in place on a terminal, one line each
-    otherwise (a log file stays readable).
-    """
+    """Runs done / total per configuration on stderr, once a replay takes a while
+    (docs/simulate.md, "Command line"): most replays are done before `after` seconds."""
 
     def __init__(
         self, stream: TextIO, configurations: int, after: float = 2.0, every: float = 1.0

@@ -1,16 +1,11 @@
 """Node timelines for `node-holder simulate`: which nodes existed when, read from files.
 
-Formats (docs/simulate.md has examples): YAML or JSON `nodes: [{name, created, deleted,
-labels, annotations}]` with optional `start:`/`end:`; CSV with a header
-`name,created,deleted,labels,annotations` (both written `k=v;k2=v2`); and kubectl's own JSON or YAML
-output, so a cluster's data needs no conversion: `kubectl get nodes -o json` (NodeList or
-List), Karpenter `kubectl get nodeclaims -o json` and node Events.
-
-Every problem is one TimelineError line `FILE:LINE: what is wrong; how to fix` (exit 2).
-Each format turns its records into fields that know where they sit (a path in the document,
-or a CSV line), and one function checks them all. Syntax errors come with their line from
-the parser; for a bad value in YAML or JSON, the file is composed again as YAML (JSON is
-YAML too) and the path (`nodes[3].created`) looked up there.
+YAML, JSON and CSV timelines, and kubectl's own output (Nodes, Karpenter NodeClaims, node
+Events) so a cluster's data needs no conversion: docs/simulate.md, "Timeline formats".
+Every problem is one TimelineError line `FILE:LINE: what is wrong; how to fix` (exit 2):
+each format turns its records into fields that know where they sit (a path in the document,
+or a CSV line), and one function checks them all; a bad value's path is looked up in the
+file composed as YAML (JSON is YAML too).
 """
 
 from __future__ import annotations
@@ -32,8 +27,7 @@ import yaml
 from reconcile.rule.names import DNS_SUBDOMAIN, label_value_problem, qualified_name_problem
 from reconcile.rule.settings import NODE_HOLD, NODE_MAX_HOLD, ConfigError, format_time
 
-CSV_COLUMNS = ("name", "created", "deleted", "labels", "annotations")
-ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")
+ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")  # CSV's columns too
 TOP_KEYS = ("nodes", "start", "end", "description")
 REGISTERED = frozenset({"RegisteredNode"})  # node lifecycle controller: "Registered Node x"
 REMOVED = frozenset({"RemovingNode", "DeletingNode"})  # "Removing Node x from Controller"
@@ -50,11 +44,8 @@ class TimelineError(ConfigError):
 
 @dataclass(frozen=True)
 class TimelineNode:
-    """One node's life: it exists from `created` until `deleted` (None: still there).
-
-    `annotations` are those it has when it appears (say a do-not-disrupt set by hand):
-    only timeline files give them; kubectl output shows today's, not the past's.
-    """
+    """One node's life: it exists from `created` until `deleted` (None: still there), with
+    the annotations it has when it appears (docs/simulate.md, "Timeline formats")."""
 
     name: str
     created: datetime | None  # None: existed before the timeline (only a removal was seen)
@@ -114,8 +105,8 @@ def parse_time(raw: Any) -> datetime:
 
 def load_timeline(paths: Sequence[str]) -> Timeline:
     """Read and merge timeline files (`-` is standard input)."""
-    parsed = [parse_text(*_read(path)) for path in paths]
     sources = tuple("<stdin>" if p == "-" else p for p in paths)
+    parsed = [_parse(_read(path), name) for path, name in zip(paths, sources, strict=True)]
     nodes = _merge(n for p in parsed for n in p.nodes)
     if not nodes:
         raise TimelineError(
@@ -131,50 +122,48 @@ def load_timeline(paths: Sequence[str]) -> Timeline:
     )
 
 
-def _read(path: str) -> tuple[str, str, str]:
-    """(text, name, format) of one file: the format from the extension, else the content
-    (JSON starts with `{` or `[`; CSV's first line is a header starting `name,`)."""
+def _read(path: str) -> str:
     if path == "-":
-        text, name, fmt = sys.stdin.read(), "<stdin>", ""
-    else:
-        try:
-            data = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise TimelineError(
-                f"{path}: no such file; pass a timeline file (YAML, JSON or CSV), "
-                "e.g. reconcile/examples/batch-day.yaml"
-            ) from None
-        except OSError as exc:
-            raise TimelineError(
-                f"{path}: cannot read it ({exc.strerror}); check the path"
-            ) from None
-        try:
-            text, name = data.decode("utf-8-sig"), path
-        except UnicodeDecodeError as exc:
-            line = data[: exc.start].count(b"\n") + 1
-            raise TimelineError(
-                f"{path}:{line}: not UTF-8 text; save the timeline as UTF-8 YAML, JSON or CSV"
-            ) from None
-        known = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".csv": "csv"}
-        fmt = known.get(Path(path).suffix.lower(), "")
-    if fmt:
-        return text, name, fmt
-    first = next((s for s in text.splitlines() if s.strip() and s.strip()[0] != "#"), "")
+        return sys.stdin.read()
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise TimelineError(
+            f"{path}: no such file; pass a timeline file (YAML, JSON or CSV), "
+            "e.g. reconcile/examples/batch-day.yaml"
+        ) from None
+    except OSError as exc:
+        raise TimelineError(f"{path}: cannot read it ({exc.strerror}); check the path") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise TimelineError(
+            f"{path}:{line}: not UTF-8 text; save the timeline as UTF-8 YAML, JSON or CSV"
+        ) from None
+
+
+def _format(text: str, name: str) -> str:
+    """From the extension, else the content (JSON starts with `{` or `[`; CSV's first line
+    is a header starting `name,`)."""
+    known = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".csv": "csv"}
+    if fmt := known.get(Path(name).suffix.lower()):
+        return fmt
     if text.lstrip()[:1] in ("{", "["):
-        return text, name, "json"
-    return text, name, "csv" if re.match(r"^\s*\"?name\"?\s*,", first) else "yaml"
+        return "json"
+    first = next((s for s in text.splitlines() if s.strip() and s.strip()[0] != "#"), "")
+    return "csv" if re.match(r"^\s*\"?name\"?\s*,", first) else "yaml"
 
 
-def parse_text(text: str, name: str, fmt: str) -> Timeline:
-    """Parse one file's text (its nodes, start, end and notes; load_timeline() merges the
-    files); every problem becomes a TimelineError with its line."""
+def _parse(text: str, name: str) -> Timeline:
+    """One file's nodes, start, end and notes; every problem a TimelineError with its line."""
+    fmt = _format(text, name)
     try:
         if fmt == "csv":
             return Timeline(_entries(_csv(text, name)))
         return _interpret(_load_json(text, name) if fmt == "json" else _load_yaml(text, name))
     except _Problem as problem:
-        csv_line: Callable[[Where], int] = lambda where: where[0]  # type: ignore[assignment, return-value]  # noqa: E731
-        line_of = csv_line if fmt == "csv" else _lines(text)
+        line_of = _lines(text) if fmt != "csv" else lambda where: where[0]
         where, message = line_of(problem.where), problem.message
         if problem.first is not None:
             first = line_of(problem.first)
@@ -524,7 +513,7 @@ def _csv(text: str, name: str) -> Iterator[Fields]:
     lines = [line if not line.lstrip().startswith("#") else "" for line in text.splitlines()]
     reader = csv.reader(io.StringIO("\n".join(lines)))
     header: list[str] | None = None
-    fix = f"the header must be `{','.join(CSV_COLUMNS)}` (only name and created are needed)"
+    fix = f"the header must be `{','.join(ENTRY_KEYS)}` (only name and created are needed)"
     try:
         for row in reader:
             line = reader.line_num
@@ -532,7 +521,7 @@ def _csv(text: str, name: str) -> Iterator[Fields]:
                 continue
             if header is None:
                 header = [cell.strip().lower() for cell in row]
-                unknown = [c for c in header if c not in CSV_COLUMNS]
+                unknown = [c for c in header if c not in ENTRY_KEYS]
                 missing = [c for c in ("name", "created") if c not in header]
                 if unknown or missing:
                     what = (
@@ -546,7 +535,7 @@ def _csv(text: str, name: str) -> Iterator[Fields]:
                     f"{len(header)}; quote fields that contain a comma"
                 )
             cells = dict(zip(header, (c.strip() for c in row), strict=False))
-            fields = {key: (cells.get(key) or None, (line, key)) for key in CSV_COLUMNS}
+            fields = {key: (cells.get(key) or None, (line, key)) for key in ENTRY_KEYS}
             for column in ("labels", "annotations"):
                 pairs = {}
                 for part in filter(None, (p.strip() for p in cells.get(column, "").split(";"))):
@@ -561,5 +550,5 @@ def _csv(text: str, name: str) -> Iterator[Fields]:
         raise TimelineError(f"{name}:{reader.line_num}: not valid CSV: {exc}") from None
     if header is None:
         raise TimelineError(
-            f"{name}:1: empty CSV; start with the header line `{','.join(CSV_COLUMNS)}`"
+            f"{name}:1: empty CSV; start with the header line `{','.join(ENTRY_KEYS)}`"
         )

@@ -24,9 +24,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from reconcile.cli.report import event_message
 from reconcile.cluster.pool import Backoff
+from reconcile.cluster.read import ListFailed
 from reconcile.rule.decide import claimed_keys
 from reconcile.rule.settings import HoldSettings, RunSettings
-from reconcile.run import ListFailed, run_once
+from reconcile.run import run_once
 from tests.helpers import KEY, kube_for
 from tests.kubeapi.apiserver import ApiServer, Fault
 

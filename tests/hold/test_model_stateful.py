@@ -270,7 +270,7 @@ class NodeHolder(RuleBasedStateMachine):
         result = run_once(
             self.clean_kube, HoldSettings(), run, describe=event_message, backoff=FAST
         )
-        assert result.ok and not result.missing, result.errors
+        assert not result.errors and not result.missing, result.errors
         node = self.model[name]
         found = self.api.annotations(name)
         if node.deleting:  # never patched
@@ -316,7 +316,7 @@ class NodeHolder(RuleBasedStateMachine):
 
         result, stored = self.run(self.clean_kube)
 
-        assert result is not None and result.ok, result and result.errors
+        assert result is not None and not result.errors, result and result.errors
         for name in self.model:
             assert self.api.annotations(name) == self.desired(name, held), name
         assert stored == Counter(needed)  # exactly the writes the state required

@@ -137,7 +137,7 @@ def through_the_api(api: ApiServer, kubeconfig: Path, path: str, hold: HoldSetti
         api.reset_log()
         result = run_once(kube, hold, run, describe=event_message)
         requests += len(api.requests)
-        assert result.ok and not result.event_errors, (result.errors, result.event_errors)
+        assert not result.errors and not result.event_errors, (result.errors, result.event_errors)
         assert result.applied is not None
         annotations = {n: api.annotations(n) for n in api.node_names()}
         runs.append(Run(annotations, result.applied.writes))
