@@ -218,6 +218,12 @@ def test_no_line_is_longer_than_16_kib_at_1500_nodes(
 
     runs = {"dry run": run_cli("reconcile", "--dry-run", "--hold-scope", "node", *formats)}
     runs["hold start"] = run_cli("reconcile", *formats)
+    # The `helm test` pod's command (`status`, text: `--output json` is one document, for
+    # scripts) while every node is held.
+    status = run_cli("status", "--kubeconfig", str(kubeconfig), "--log-format", output)
+    assert status.code == 0 and "1500" in status.stdout, status.stderr
+    status_lines = status.stdout.splitlines() + status.stderr.splitlines()
+    assert max(len(line.encode()) for line in status_lines) <= LINE_LIMIT
     api.inject(fails)
     runs["failing release"] = run_cli("release", *formats)
     api.clear_faults()
