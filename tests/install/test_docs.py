@@ -7,6 +7,8 @@
 - every `HOLD_*` and `NODE_HOLDER_*` variable the docs name is one the CLI reads, or one of the
   test suite's (a documented variable that does not exist, as `NODE_HOLDER_KUBECONFIG` once
   was, would be set by someone and silently do nothing: exit 2 in fact);
+- every `make X` a file tells someone to run is a target of the Makefile (issue 21: "make
+  every command a file names exist");
 - docs/testing.md's table is the map of the suite: each folder's row names exactly the test
   files in that folder, so a feature's tests are found from the map and none is left off it.
 """
@@ -123,3 +125,26 @@ def test_the_testing_map_names_every_test_file_in_its_folder():
         f"docs/testing.md's map leaves out {sorted(present - mapped)} and names files that are "
         f"not there: {sorted(mapped - present)}; name each test file in its folder's row"
     )
+
+
+_MAKE_COMMAND = re.compile(r"(?:`|^\s*(?:\$ )?|run: )make ([a-z][a-z0-9-]*)", re.MULTILINE)
+_MAKE_TARGETS = re.compile(r"^([a-z][a-z0-9 -]*):(?!=)", re.MULTILINE)
+
+
+def test_every_make_command_a_file_names_is_a_target() -> None:
+    targets = {
+        t for line in _MAKE_TARGETS.findall((ROOT / "Makefile").read_text()) for t in line.split()
+    }
+    files = [
+        *DOCS,
+        ROOT / ".ci/run",
+        *(ROOT / "charts").rglob("*.yaml"),
+        *(ROOT / "charts").rglob("*.tpl"),
+    ]
+    named = {
+        (f.relative_to(ROOT).as_posix(), m)
+        for f in files
+        for m in _MAKE_COMMAND.findall(f.read_text())
+    }
+    assert {m for _, m in named} >= {"test", "image-test", "chart-docs"}  # the check sees them
+    assert sorted((f, m) for f, m in named if m not in targets) == []
