@@ -7,7 +7,6 @@ pool, then asserts the stored state and the request log.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,19 +21,8 @@ OURS = {KEY: "true", MARKER: KEY}
 NODES = "/api/v1/nodes"
 
 
-@pytest.fixture
-def api() -> Iterator[ApiServer]:
-    with ApiServer() as server:
-        yield server
-
-
-@pytest.fixture
-def kubeconfig(api: ApiServer, tmp_path: Path) -> str:
-    return str(api.write_kubeconfig(tmp_path / "kubeconfig"))
-
-
-def reconcile(kubeconfig: str, *args: str, env: dict[str, str] | None = None) -> CliResult:
-    return run_cli("reconcile", "--kubeconfig", kubeconfig, *args, env=env)
+def reconcile(kubeconfig: str | Path, *args: str, env: dict[str, str] | None = None) -> CliResult:
+    return run_cli("reconcile", "--kubeconfig", str(kubeconfig), *args, env=env)
 
 
 def old(api: ApiServer, *names: str, **kw: object) -> None:
@@ -50,7 +38,7 @@ def young(api: ApiServer, name: str, minutes: float = 2, **kw: object) -> None:
 
 
 def test_list_is_paged_metadata_only_and_steady_run_sends_nothing_else(
-    api: ApiServer, kubeconfig: str
+    api: ApiServer, kubeconfig: Path
 ) -> None:
     api.add_nodes(1200, created=api.now() - timedelta(days=2), eks=True)
     result = reconcile(kubeconfig)
@@ -67,7 +55,7 @@ def test_list_is_paged_metadata_only_and_steady_run_sends_nothing_else(
 
 
 def test_a_list_that_fails_midway_changes_nothing_and_exits_1(
-    api: ApiServer, kubeconfig: str
+    api: ApiServer, kubeconfig: Path
 ) -> None:
     api.add_nodes(30, created=api.now() - timedelta(days=2), eks=False)
     young(api, "new")
@@ -85,7 +73,7 @@ def test_a_list_that_fails_midway_changes_nothing_and_exits_1(
     assert all(api.annotations(n) == {} for n in api.node_names())
 
 
-def test_an_expired_continue_token_restarts_the_list(api: ApiServer, kubeconfig: str) -> None:
+def test_an_expired_continue_token_restarts_the_list(api: ApiServer, kubeconfig: Path) -> None:
     old(api, *[f"n{i}" for i in range(25)])
     young(api, "new")
     compacted = {"done": False}
@@ -123,7 +111,7 @@ def test_now_is_the_servers_clock_unless_told_otherwise(tmp_path: Path) -> None:
 # 3-5. youngest node decides; add, remove only ours; deleting nodes
 
 
-def test_hold_follows_the_youngest_node(api: ApiServer, kubeconfig: str) -> None:
+def test_hold_follows_the_youngest_node(api: ApiServer, kubeconfig: Path) -> None:
     api.set_clock(api.now())  # only advance_clock moves time: a slow run must not age c
     old(api, "a", "b")
     young(api, "c", minutes=19)
@@ -136,7 +124,7 @@ def test_hold_follows_the_youngest_node(api: ApiServer, kubeconfig: str) -> None
     assert result.lines[-1].startswith("released: youngest node c is 20m old")
 
 
-def test_release_deletes_the_key_instead_of_setting_false(api: ApiServer, kubeconfig: str) -> None:
+def test_release_deletes_the_key_instead_of_setting_false(api: ApiServer, kubeconfig: Path) -> None:
     old(api, "a", annotations=dict(OURS))
     patches: list[bytes] = []
     api.on_request(lambda r: patches.append(r.body) if r.method == "PATCH" else None)
@@ -145,7 +133,7 @@ def test_release_deletes_the_key_instead_of_setting_false(api: ApiServer, kubeco
     assert api.annotations("a") == {}
 
 
-def test_deleting_node_starts_no_hold_and_is_not_patched(api: ApiServer, kubeconfig: str) -> None:
+def test_deleting_node_starts_no_hold_and_is_not_patched(api: ApiServer, kubeconfig: Path) -> None:
     old(api, "a")
     api.add_node("dying", created=api.now(), eks=False, deleting=True)
     result = reconcile(kubeconfig)
@@ -158,7 +146,7 @@ def test_deleting_node_starts_no_hold_and_is_not_patched(api: ApiServer, kubecon
 
 
 def test_each_node_is_written_once_and_steady_runs_write_nothing(
-    api: ApiServer, kubeconfig: str
+    api: ApiServer, kubeconfig: Path
 ) -> None:
     old(api, *[f"n{i}" for i in range(20)])
     young(api, "new")
@@ -175,7 +163,7 @@ def test_each_node_is_written_once_and_steady_runs_write_nothing(
 # 7. merge patch of annotations with resourceVersion; 409 -> re-read -> decide again; 404
 
 
-def test_patch_is_a_guarded_merge_patch_of_annotations(api: ApiServer, kubeconfig: str) -> None:
+def test_patch_is_a_guarded_merge_patch_of_annotations(api: ApiServer, kubeconfig: Path) -> None:
     young(api, "n")
     rv = api.get_node("n")["metadata"]["resourceVersion"]  # type: ignore[index]
     bodies: list[RequestInfo] = []
@@ -188,7 +176,7 @@ def test_patch_is_a_guarded_merge_patch_of_annotations(api: ApiServer, kubeconfi
     assert "as=PartialObjectMetadata" in record.accept
 
 
-def test_a_concurrent_edit_is_kept_and_the_patch_retried(api: ApiServer, kubeconfig: str) -> None:
+def test_a_concurrent_edit_is_kept_and_the_patch_retried(api: ApiServer, kubeconfig: Path) -> None:
     young(api, "n", annotations={"team": "a"})
 
     def person_edits_first(req: RequestInfo) -> None:
@@ -206,7 +194,7 @@ def test_a_concurrent_edit_is_kept_and_the_patch_retried(api: ApiServer, kubecon
 
 
 def test_a_person_who_adds_the_hold_annotation_meanwhile_keeps_it(
-    api: ApiServer, kubeconfig: str
+    api: ApiServer, kubeconfig: Path
 ) -> None:
     young(api, "n")
     once = []
@@ -223,7 +211,7 @@ def test_a_person_who_adds_the_hold_annotation_meanwhile_keeps_it(
     assert "nothing left to do" in result.stdout
 
 
-def test_a_node_deleted_before_its_patch_is_skipped(api: ApiServer, kubeconfig: str) -> None:
+def test_a_node_deleted_before_its_patch_is_skipped(api: ApiServer, kubeconfig: Path) -> None:
     old(api, "a")
     young(api, "gone")
     api.on_request(lambda r: api.delete_node("gone") if r.path == f"{NODES}/gone" else None)
@@ -237,7 +225,7 @@ def test_a_node_deleted_before_its_patch_is_skipped(api: ApiServer, kubeconfig: 
 
 
 @pytest.mark.parametrize("status", [429, 500, 503, 504])
-def test_transient_errors_are_retried(api: ApiServer, kubeconfig: str, status: int) -> None:
+def test_transient_errors_are_retried(api: ApiServer, kubeconfig: Path, status: int) -> None:
     young(api, "n")
     fault = api.inject(Fault(method="PATCH", status=status, times=2, retry_after=0))
     result = reconcile(kubeconfig)
@@ -246,7 +234,7 @@ def test_transient_errors_are_retried(api: ApiServer, kubeconfig: str, status: i
     assert api.annotations("n") == OURS
 
 
-def test_retry_after_is_honoured(api: ApiServer, kubeconfig: str) -> None:
+def test_retry_after_is_honoured(api: ApiServer, kubeconfig: Path) -> None:
     young(api, "n")
     api.inject(Fault(method="PATCH", status=429, times=1, retry_after=1))
     result = reconcile(kubeconfig, "-v")
@@ -254,7 +242,7 @@ def test_retry_after_is_honoured(api: ApiServer, kubeconfig: str) -> None:
     assert "retry 1 in 1.00s" in result.stderr
 
 
-def test_dropped_connections_and_slow_answers_are_retried(api: ApiServer, kubeconfig: str) -> None:
+def test_dropped_connections_and_slow_answers_are_retried(api: ApiServer, kubeconfig: Path) -> None:
     young(api, "n")
     young(api, "m")
     api.inject(Fault(method="PATCH", path="/n$", drop_connection=True, times=1))
@@ -265,7 +253,7 @@ def test_dropped_connections_and_slow_answers_are_retried(api: ApiServer, kubeco
 
 
 def test_a_node_that_keeps_failing_is_named_the_rest_are_patched(
-    api: ApiServer, kubeconfig: str
+    api: ApiServer, kubeconfig: Path
 ) -> None:
     old(api, "a", "b")
     young(api, "bad")
@@ -286,7 +274,7 @@ def test_a_node_that_keeps_failing_is_named_the_rest_are_patched(
 # 9. bounded concurrency
 
 
-def test_patches_go_out_through_a_bounded_pool(api: ApiServer, kubeconfig: str) -> None:
+def test_patches_go_out_through_a_bounded_pool(api: ApiServer, kubeconfig: Path) -> None:
     old(api, *[f"n{i}" for i in range(12)])
     young(api, "new")
     api.write_latency = 0.05

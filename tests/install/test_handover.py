@@ -6,7 +6,6 @@ a Job in flight is waited out before any hold comes off, and the wait is bounded
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,17 +24,6 @@ OURS = {KEY: "true", MARKER: KEY}
 NS, NAME = "kube-system", "node-holder"
 CRONJOB_PATH = f"/apis/batch/v1/namespaces/{NS}/cronjobs/{NAME}"
 JOBS_PATH = f"/apis/batch/v1/namespaces/{NS}/jobs"
-
-
-@pytest.fixture
-def api() -> Iterator[ApiServer]:
-    with ApiServer() as server:
-        yield server
-
-
-@pytest.fixture
-def kubeconfig(api: ApiServer, tmp_path: Path) -> str:
-    return str(api.write_kubeconfig(tmp_path / "kubeconfig"))
 
 
 def add_cronjob(api: ApiServer, deadline: int = 55) -> dict:
@@ -76,8 +64,8 @@ def add_job(api: ApiServer, cronjob: dict, name: str, *, done: bool) -> None:
     )
 
 
-def release(kubeconfig: str, *args: str, env: dict[str, str] | None = None) -> CliResult:
-    return run_cli("release", "--kubeconfig", kubeconfig, *args, env=env)
+def release(kubeconfig: str | Path, *args: str, env: dict[str, str] | None = None) -> CliResult:
+    return run_cli("release", "--kubeconfig", str(kubeconfig), *args, env=env)
 
 
 def held_node(api: ApiServer, name: str) -> None:
@@ -88,7 +76,7 @@ def annotations(api: ApiServer, name: str) -> dict[str, str]:
     return api.get_node(name)["metadata"].get("annotations") or {}
 
 
-def test_suspends_waits_for_the_run_in_flight_then_releases(api: ApiServer, kubeconfig: str):
+def test_suspends_waits_for_the_run_in_flight_then_releases(api: ApiServer, kubeconfig: Path):
     """The run in flight ends when the hand-over looks at the Jobs for the second time (the
     server finishes it on that look, before answering), whatever the machine's speed: so the
     first look finds it running, and two clean looks must follow before any hold comes off."""
@@ -122,7 +110,7 @@ def test_suspends_waits_for_the_run_in_flight_then_releases(api: ApiServer, kube
     assert patch < job_looks[0] < job_looks[-1] < min(node_writes)
 
 
-def test_no_run_in_flight_releases_after_two_looks(api: ApiServer, kubeconfig: str):
+def test_no_run_in_flight_releases_after_two_looks(api: ApiServer, kubeconfig: Path):
     cronjob = add_cronjob(api)
     add_job(api, cronjob, "node-holder-1", done=True)
     held_node(api, "a")
@@ -147,7 +135,7 @@ def test_no_run_in_flight_releases_after_two_looks(api: ApiServer, kubeconfig: s
     ids=["503 on the suspend", "429 on a look", "reset on a look"],
 )
 def test_transient_faults_during_the_hand_over_are_retried(
-    api: ApiServer, kubeconfig: str, fault: Fault
+    api: ApiServer, kubeconfig: Path, fault: Fault
 ):
     """The run's own retry policy serves the hand-over too (Retry-After honoured)."""
     add_cronjob(api)
@@ -160,7 +148,7 @@ def test_transient_faults_during_the_hand_over_are_retried(
     assert annotations(api, "a") == {}
 
 
-def test_a_job_of_another_cronjob_is_not_waited_for(api: ApiServer, kubeconfig: str):
+def test_a_job_of_another_cronjob_is_not_waited_for(api: ApiServer, kubeconfig: Path):
     add_cronjob(api)
     other = {"metadata": {"name": "other", "uid": "u-other"}}
     add_job(api, other, "other-1", done=False)
@@ -170,7 +158,7 @@ def test_a_job_of_another_cronjob_is_not_waited_for(api: ApiServer, kubeconfig: 
 
 
 def test_a_run_that_outlives_its_deadline_fails_and_releases_nothing(
-    api: ApiServer, kubeconfig: str
+    api: ApiServer, kubeconfig: Path
 ):
     """Bounded by the run's own deadline (activeDeadlineSeconds + grace + slack); a fake
     clock runs that time out, the requests are real."""
@@ -178,7 +166,7 @@ def test_a_run_that_outlives_its_deadline_fails_and_releases_nothing(
     add_job(api, cronjob, "stuck", done=False)
     held_node(api, "a")
     now = [0.0]
-    kube = Client(connection_for(ClusterAccess(kubeconfig=kubeconfig)), pool_size=2)
+    kube = Client(connection_for(ClusterAccess(kubeconfig=str(kubeconfig))), pool_size=2)
     with pytest.raises(HandoverFailed, match=r"stuck still running after 45s"):
         suspend_and_wait(
             kube,
@@ -193,7 +181,7 @@ def test_a_run_that_outlives_its_deadline_fails_and_releases_nothing(
 
 
 def test_cli_exits_1_and_keeps_holds_when_the_wait_fails(
-    api: ApiServer, kubeconfig: str, monkeypatch
+    api: ApiServer, kubeconfig: Path, monkeypatch
 ):
     monkeypatch.setattr("reconcile.cluster.handover.DEADLINE_SLACK_SECONDS", 0.0)
     cronjob = add_cronjob(api, deadline=1)
@@ -208,7 +196,7 @@ def test_cli_exits_1_and_keeps_holds_when_the_wait_fails(
     assert not [r for r in api.requests if r.path.startswith("/api/v1/nodes")]
 
 
-def test_missing_cronjob_is_not_an_error(api: ApiServer, kubeconfig: str):
+def test_missing_cronjob_is_not_an_error(api: ApiServer, kubeconfig: Path):
     """A second `helm uninstall` after a failed one: the CronJob may be gone already."""
     held_node(api, "a")
     result = release(kubeconfig, "--suspend-cronjob", f"{NS}/{NAME}")
@@ -216,7 +204,7 @@ def test_missing_cronjob_is_not_an_error(api: ApiServer, kubeconfig: str):
     assert annotations(api, "a") == {}
 
 
-def test_dry_run_suspends_nothing(api: ApiServer, kubeconfig: str):
+def test_dry_run_suspends_nothing(api: ApiServer, kubeconfig: Path):
     cronjob = add_cronjob(api)
     add_job(api, cronjob, "running", done=False)
     held_node(api, "a")
@@ -228,7 +216,7 @@ def test_dry_run_suspends_nothing(api: ApiServer, kubeconfig: str):
 
 
 @pytest.mark.parametrize("bad", ["node-holder", "/x", "ns/", "a/b/c", "Bad/x", "ns/x_y"])
-def test_bad_reference_exits_2_before_any_request(api: ApiServer, kubeconfig: str, bad: str):
+def test_bad_reference_exits_2_before_any_request(api: ApiServer, kubeconfig: Path, bad: str):
     result = release(kubeconfig, "--suspend-cronjob", bad)
     assert result.code == 2
     assert "--suspend-cronjob (NODE_HOLDER_SUSPEND_CRONJOB)" in result.stderr
