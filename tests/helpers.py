@@ -119,6 +119,14 @@ def spawn(kubeconfig: str | Path, *args: str, command: str = "reconcile") -> sub
     )
 
 
+def run_python(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python ARGS` from the repository's root, as the Makefile runs its scripts."""
+    command = [sys.executable, *args]
+    return subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(ERROR)]
 

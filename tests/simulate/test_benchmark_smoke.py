@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers import run_python
+
 CONTENDERS = ("node-holder", "naive client", "kubectl annotate")
 
 
@@ -17,14 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_quick_benchmark_prints_every_contender_in_every_run(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "benchmarks/bench_runs.py", "--quick", "--workdir", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_python("benchmarks/bench_runs.py", "--quick", "--workdir", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith("| 200 |")]
     seen = {(cells[2].strip(), cells[3].strip()) for cells in rows}
@@ -38,14 +30,7 @@ def test_quick_benchmark_prints_every_contender_in_every_run(tmp_path: Path) -> 
 
 def test_the_scale_benchmark_models_both_mechanisms_at_every_size() -> None:
     """The model alone (the measured rows take two minutes: `make bench`)."""
-    done = subprocess.run(
-        [sys.executable, "benchmarks/bench_scale.py", "--model-only"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_python("benchmarks/bench_scale.py", "--model-only")
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in done.stdout.splitlines()]
     found = {(row[0], row[1].split()[0]) for row in rows if row and row[0][:1].isdigit()}

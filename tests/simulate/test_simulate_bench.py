@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import run_python
 
 
 @pytest.mark.slow
 def test_the_simulate_benchmark_prints_its_table() -> None:
-    done = subprocess.run(
-        [sys.executable, "benchmarks/bench_simulate.py", "--repeat", "1", "--only", "bundled"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_python("benchmarks/bench_simulate.py", "--repeat", "1", "--only", "bundled")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[1].split()[:4] == ["replay", "nodes", "checkout", "wall"]

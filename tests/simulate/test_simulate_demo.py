@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,14 +23,7 @@ def test_the_makefile_demo_runs_the_comparison_then_the_real_runs() -> None:
 
 @pytest.mark.slow
 def test_the_demo_plays_a_scale_up_through_real_reconcile_runs() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.kubeapi.demo"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_python("-m", "tests.kubeapi.demo")
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     steps = [
