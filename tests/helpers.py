@@ -119,11 +119,13 @@ def spawn(kubeconfig: str | Path, *args: str, command: str = "reconcile") -> sub
     )
 
 
-def run_python(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_python(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """`python ARGS` from the repository's root, as the Makefile runs its scripts."""
     command = [sys.executable, *args]
     return subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
 
 

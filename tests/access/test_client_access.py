@@ -10,7 +10,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -22,7 +21,7 @@ import yaml
 
 from reconcile.cluster import access
 from tests.clusters import CliResult, run_cli
-from tests.helpers import OURS, REPO, assert_one_clear_line, old, young
+from tests.helpers import OURS, REPO, assert_one_clear_line, old, run_python, young
 from tests.kubeapi.apiserver import ApiServer, Fault
 
 V1 = "client.authentication.k8s.io/v1"
@@ -462,23 +461,8 @@ def test_insecure_skip_tls_verify_is_said_once_as_a_json_log_record(
     insecure(doc)
     kubeconfig.write_text(yaml.safe_dump(doc))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reconcile",
-            "reconcile",
-            "--kubeconfig",
-            str(kubeconfig),
-            *JSON_LOGS,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=60,
-        check=False,
-    )
+    args = ("-m", "reconcile", "reconcile", "--kubeconfig", str(kubeconfig), *JSON_LOGS)
+    done = run_python(*args, env=env, timeout=60)
 
     assert done.returncode == 0, done.stderr
     assert all(tls_api.annotations(n) == OURS for n in names)

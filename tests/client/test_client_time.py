@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 
 from reconcile.cluster.transport import http_date, retry_after
 from tests.clusters import run_cli
-from tests.helpers import KEY, NODES, OURS, REPO, old, young
+from tests.helpers import KEY, NODES, OURS, REPO, old, run_python, young
 from tests.kubeapi.apiserver import ApiServer, Fault
 
 
@@ -26,15 +25,8 @@ def reconcile_in_zone(kubeconfig: Path, tz: str) -> subprocess.CompletedProcess[
     """The real CLI in its own process, with the machine's time zone set to `tz`."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TZ": tz}
     env.pop("KUBECONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "reconcile", "reconcile", "--kubeconfig", str(kubeconfig)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    args = ("-m", "reconcile", "reconcile", "--kubeconfig", str(kubeconfig))
+    return run_python(*args, env=env, timeout=60)
 
 
 @pytest.mark.parametrize("tz", ["America/New_York", "Asia/Tokyo", "UTC"])
