@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from reconcile.rule.nodes import NodeView, claimed_keys, pinned_keys
@@ -150,7 +150,7 @@ class Plan:
     transitions: tuple[Transition, ...] = ()
     bad_values: tuple[tuple[str, str], ...] = ()  # (node, why): its NodePool setting is not used
 
-    @property
+    @cached_property  # the report reads them several times a run: one pass over the nodes
     def patches(self) -> tuple[NodePatch, ...]:
         return tuple(d.patch for d in self.decisions if d.patch is not None)
 
