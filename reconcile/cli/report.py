@@ -372,7 +372,7 @@ def decision_lines(result: RunResult) -> list[str]:
     counts = _counts(result)
     if plan.mode in _ALWAYS_FOR:
         return [f"{plan.mode} {', '.join(plan.hold.annotations)}; {counts}"]
-    kept = [_kept_line(plan.kept_claims)] if plan.kept_claims else []
+    kept = [_kept_line(claims)] if (claims := plan.kept_claims) else []
     if plan.hold.scope is Scope.CLUSTER or plan.mode is Mode.RELEASE:
         window = plan.windows[0] if plan.windows else HoldWindow("cluster", held=False)
         text = describe_window(window, plan.now, plan)
