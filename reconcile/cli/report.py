@@ -14,7 +14,7 @@ from typing import Any
 
 from reconcile.cluster.apply import NodeResult, Outcome
 from reconcile.cluster.nodepools import PoolResult
-from reconcile.rule.budget import ENTRY_KEY, PoolPatch, window_of
+from reconcile.rule.budget import ENTRY_KEY, PoolPatch, pool_window
 from reconcile.rule.decide import (
     MAX_EVENTS,
     HoldWindow,
@@ -171,7 +171,7 @@ def _window_pools(window: HoldWindow, result: RunResult) -> dict[str, int]:
     """How many of the window's NodePools carry node-holder's budget entry (before the run)."""
     if not result.plan.hold.mechanism.budgets:
         return {}
-    pools = [p for p in result.pools.views if window_of(p.name, result.plan).name == window.name]
+    pools = [p for p in result.pools.views if pool_window(p.name, result.plan.hold) == window.name]
     return {"nodePools": len(pools), "nodePoolsWithEntry": sum(1 for p in pools if p.entry)}
 
 

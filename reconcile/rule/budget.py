@@ -124,9 +124,14 @@ class PoolPatch:
         return reason and Transition(reason, self.window, pool.name, pool.uid, 0, 0, "NodePool")
 
 
+def pool_window(pool: str, hold: HoldSettings) -> str:
+    """The name of the hold window a NodePool's entry follows."""
+    return "cluster" if hold.scope is Scope.CLUSTER else f"{DEFAULT_GROUP_LABEL}={pool}"
+
+
 def window_of(pool: str, plan: Plan) -> HoldWindow:
     """The hold window a NodePool's entry follows (one without nodes: a released one)."""
-    name = "cluster" if plan.hold.scope is Scope.CLUSTER else f"{DEFAULT_GROUP_LABEL}={pool}"
+    name = pool_window(pool, plan.hold)
     return next((w for w in plan.windows if w.name == name), HoldWindow(name, held=False))
 
 
