@@ -350,7 +350,7 @@ def test_settings_map_sets_the_other_knobs_as_the_verdict_test_assumes(helm):
         "NODE_HOLDER_WORKERS": 16.0,
         "NODE_HOLDER_VERBOSE": -0.0,
         "NODE_HOLDER_REQUEST_TIMEOUT": "5s",
-        "NODE_HOLDER_CLOCK": "local",
+        "NODE_HOLDER_PAGE_SIZE": "250",
     }
     env = cronjob_env(helm, "--set-json", "settings=" + json.dumps(chosen), "--set", "dryRun=true")
     assert {k: env[k] for k in chosen} == {k: helm_text(v) for k, v in chosen.items()}
