@@ -188,7 +188,7 @@ def setting_schema(setting: options.Setting) -> dict[str, Any]:
     # `holdDuration: 20` (minutes), as the original chart; every other duration needs a unit.
     pattern = {"pattern": duration_pattern(setting)}
     if kind.facts["bare_minutes"]:
-        return out | {"type": ["string", "number"], "exclusiveMinimum": 0} | pattern
+        return out | {"type": ["string", "number"], "minimum": 0} | pattern  # 0: the CLI words it
     return out | {"type": "string"} | pattern
 
 
