@@ -42,15 +42,15 @@ class CliResult:
         return json.loads(self.lines[-1])
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> CliResult:
-    """Run the real entry point in-process, as the console script would."""
+def run_cli(*args: str | os.PathLike[str], env: dict[str, str] | None = None) -> CliResult:
+    """Run the real entry point in-process, as the console script would: argv is text."""
     out, err = io.StringIO(), io.StringIO()
     saved = dict(os.environ)
     os.environ.update(env or {})
     code = 0
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            main(list(args))
+            main([os.fspath(arg) for arg in args])
     except SystemExit as exc:
         code = int(exc.code or 0)
     finally:

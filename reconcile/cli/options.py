@@ -41,8 +41,6 @@ class Kind(click.ParamType, Generic[T]):
         self.name, self.parse, self.facts = name, parse, facts
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> T:
-        if isinstance(value, os.PathLike):
-            value = os.fspath(value)  # in-process callers pass paths; a shell passes text
         if not isinstance(value, str):
             return cast(T, value)  # a default already converted, or a flag's own value
         try:
@@ -76,7 +74,7 @@ def optional_duration(bounds: s.DurationRange) -> Kind[timedelta | None]:
     """Empty means "not set" (the manifests' way to say no cap)."""
 
     def parse(text: str) -> timedelta | None:
-        return s.parse_duration(text, bounds) if text.strip() else None
+        return s.parse_duration(text, bounds) if text.strip(s.SPACE) else None
 
     return Kind("duration", parse, bounds=bounds, optional=True, bare_minutes=False)
 
@@ -185,7 +183,7 @@ HOLD_DURATION = Setting(
     "--hold-duration",
     "HOLD_DURATION",
     duration(s.HOLD_RANGE, bare_minutes=True),
-    "Hold while the youngest node is younger than this: 90s, 20m, 1h30m, PT20M, or a bare "
+    "Hold while the youngest node is younger than this: 90s, 20m, 1h30m, 2d, or a bare "
     "number of minutes; from 1s to 7d (longer is almost surely a mistake). A NodePool's "
     'node-holder.dev/hold-duration annotation ("0": never) wins for its nodes.',
     "20m",
@@ -248,13 +246,6 @@ MECHANISM = Setting(
     "v1 NodePool (cluster scope, or group by karpenter.sh/nodepool; no --node-selector); auto: "
     "budgets for NodePools' nodes, annotations for every other node.",
     "annotation",
-)
-CLOCK = Setting(
-    "--clock",
-    "NODE_HOLDER_CLOCK",
-    choice(s.Clock),
-    "Whose clock is now: the API server's (its Date header) or this machine's.",
-    "server",
 )
 TIMEOUT = Setting(
     "--timeout",
@@ -428,7 +419,7 @@ HOLD = (
     NODE_SELECTOR,
     MAX_HOLD,
 )
-READ = (CLOCK, TIMEOUT, REQUEST_TIMEOUT, PAGE_SIZE)
+READ = (TIMEOUT, REQUEST_TIMEOUT, PAGE_SIZE)
 WRITE = (DRY_RUN, WORKERS, QPS, EVENTS)
 ACCESS = (KUBECONFIG, CONTEXT)
 OUTPUTS = (OUTPUT, LOG_FORMAT, VERBOSE)
@@ -442,7 +433,7 @@ COMMANDS: dict[str, tuple[Setting[Any], ...]] = {
     # release needs no hold duration, scope, selector or cap: it removes every hold this tool
     # owns. --annotation names custom hold keys it may remove besides the well-known ones.
     "release": (ANNOTATION, SUSPEND_CRONJOB, *WRITE, *READ, *ACCESS, *OUTPUTS),
-    # A person's pin on the named nodes: no hold settings, no clock, no Events.
+    # A person's pin on the named nodes: no hold settings, no Events.
     "pin": PIN,
     "unpin": PIN,
     "simulate": (*HOLD, *OUTPUTS, *REPLAY, EVENTS),
@@ -493,7 +484,6 @@ def run_settings(parsed: Parsed, mode: Mode, only: tuple[str, ...] = ()) -> RunS
     return RunSettings(
         mode=mode,
         dry_run=parsed.get(DRY_RUN, True),  # a command without --dry-run (status) never writes
-        clock=parsed.get(CLOCK, default.clock),
         timeout=parsed[TIMEOUT],
         workers=parsed.get(WORKERS, default.workers),
         qps=parsed.get(QPS, default.qps),
@@ -537,18 +527,29 @@ NOT_SETTINGS = ("NODE_HOLDER_REQUIRE_TOOLS", "NODE_HOLDER_E2E_KUBECONFIG")
 _SERVICE_LINK = re.compile(r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_[A-Z]+\w*)?)$")
 
 
+#: Settings earlier versions read, and what a run does instead: an old ConfigMap that still
+#: sets one gets a warning, not exit 2.
+RETIRED = {"NODE_HOLDER_CLOCK": "now is the API server's clock (its Date header), else this pod's"}
+
+
 def check_environment(environ: Mapping[str, str]) -> list[str]:
-    """Warnings for unknown `HOLD_*` variables; ConfigError for an unknown `NODE_HOLDER_*`
-    one (`NODE_HOLDER_DRYRUN=true` would otherwise run for real), naming the closest."""
+    """Warnings for retired and unknown `HOLD_*` variables; ConfigError for an unknown
+    `NODE_HOLDER_*` one (`NODE_HOLDER_DRYRUN=true` would otherwise run for real), naming the
+    closest."""
     found = [
         name
         for name in sorted(environ, key=lambda n: not n.startswith("NODE_HOLDER_"))
         if name.startswith(("NODE_HOLDER_", "HOLD_"))
         and name not in BY_ENV
         and name not in NOT_SETTINGS
+        and name not in RETIRED
         and not _SERVICE_LINK.match(name)
     ]
-    warnings = []
+    warnings = [
+        f"{name} is no longer read and is ignored ({why}); remove it"
+        for name, why in RETIRED.items()
+        if name in environ
+    ]
     for name in found:
         closest = difflib.get_close_matches(name, list(BY_ENV), n=1, cutoff=0)[0]
         if name.startswith("NODE_HOLDER_"):
@@ -560,6 +561,3 @@ def check_environment(environ: Mapping[str, str]) -> list[str]:
             f"{name} is not a node-holder setting and is ignored (the closest is {closest})"
         )
     return warnings
-
-
-assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", env) for env in BY_ENV)

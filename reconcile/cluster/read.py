@@ -16,7 +16,7 @@ from reconcile.cluster.client import Client, Page
 from reconcile.cluster.errors import ApiError, Gone, NotFound, TransportError
 from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
 from reconcile.rule.nodes import MalformedNode, NodeView, node_view
-from reconcile.rule.settings import Clock, HoldSettings, RunSettings
+from reconcile.rule.settings import HoldSettings, RunSettings
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +78,9 @@ def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -
             log.info("node list expired mid-way (410 Gone); starting the list again")
         except (ApiError, TransportError, MalformedNode, DeadlineExceeded) as exc:
             raise _failed(exc, doing) from None
-    if run.clock is Clock.SERVER and server_now is not None:
+    if server_now is not None:
         return Listing(nodes, server_now, "server", pages)
-    if run.clock is Clock.SERVER and nodes:
+    if nodes:
         log.warning("the API server sent no Date header; deciding with the local clock")
     return Listing(nodes, datetime.now(UTC), "local", pages)
 

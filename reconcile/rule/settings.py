@@ -49,11 +49,6 @@ class Scope(StrEnum):
     NODE = "node"
 
 
-class Clock(StrEnum):
-    SERVER = "server"
-    LOCAL = "local"
-
-
 class Output(StrEnum):
     TEXT = "text"
     JSON = "json"
@@ -112,7 +107,6 @@ class RunSettings:
 
     mode: Mode = Mode.RECONCILE
     dry_run: bool = False
-    clock: Clock = Clock.SERVER
     timeout: timedelta = timedelta(seconds=45)
     workers: int = 8
     qps: float | None = None  # node writes a second; None: auto (reconcile.cluster.pool)
@@ -146,15 +140,24 @@ class Invalid(ValueError):
         self.fix = fix
 
 
+#: The one duration grammar: number+unit parts (`90s`, `20m`, `1h30m`, `2d`, `100ms`, `1.5h`),
+#: units in either case, an optional `+`, spaces around. The chart's schema carries these same
+#: patterns (scripts/chart_schema.py), so the chart and the CLI cannot read a text differently.
+#: Fractions stay (`1.5h` is 90m either way); no ISO 8601 (`PT20M`) and no `w`.
 _NUM = r"[0-9]+(?:\.[0-9]+)?"
-_UNIT_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
-_GO_UNIT = r"(?:ms|[wdhms])"  # `ms` first: `100ms` is not 100 minutes and a stray `s`
-_GO_DURATION_RE = re.compile(rf"(?:{_NUM}{_GO_UNIT})+", re.ASCII)
-_GO_PART_RE = re.compile(rf"({_NUM})({_GO_UNIT})", re.ASCII)
-_ISO_DURATION_RE = re.compile(
-    rf"P(?:(?P<w>{_NUM})W)?(?:(?P<d>{_NUM})D)?"
-    rf"(?:T(?:(?P<h>{_NUM})H)?(?:(?P<m>{_NUM})M)?(?:(?P<s>{_NUM})S)?)?",
-    re.IGNORECASE | re.ASCII,
+_UNIT = r"(?:[mM][sS]|[dDhHmMsS])"  # `ms` first: `100ms` is not 100 minutes and a stray `s`
+SPACE = " \t\r\n"  # what may surround a value: the same characters in Go's regexp and Python's
+_SPACE = r"[ \t\r\n]*"
+DURATION_PATTERN = rf"^{_SPACE}[+]?(?:{_NUM}{_UNIT})+{_SPACE}$"
+#: An optional duration's "not set" (`--max-hold`, the manifests' empty value).
+UNSET_PATTERN = rf"^{_SPACE}$"
+#: The hold duration's grammar: also a bare number of minutes (the original chart's `20`).
+BARE_MINUTES_PATTERN = rf"^{_SPACE}[+]?(?:{_NUM}|(?:{_NUM}{_UNIT})+){_SPACE}$"
+_PART_RE = re.compile(rf"({_NUM})({_UNIT})")
+_UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+#: Forms read before (ISO 8601 `PT20M`, weeks `1w`): refused with what to write instead.
+_OLD_FORM_RE = re.compile(
+    rf"P(?:{_NUM}W)?(?:{_NUM}D)?(?:T(?:{_NUM}[HMS])+)?|(?:{_NUM}(?:ms|[wdhms]))+", re.IGNORECASE
 )
 
 
@@ -173,39 +176,50 @@ INTERVAL_RANGE = DurationRange(timedelta(seconds=10), timedelta(days=1))  # simu
 HISTORY_RANGE = DurationRange(timedelta(minutes=1), timedelta(days=400))  # simulate --last
 
 
-def _duration_seconds(raw: str) -> float | None:
-    """Seconds in `raw` (a bare number: minutes), or None if it is not a duration at all."""
-    if re.fullmatch(_NUM, raw, re.ASCII):
-        return float(raw) * 60
-    if _GO_DURATION_RE.fullmatch(raw.lower()):
-        return sum(float(n) * _UNIT_SECONDS[u] for n, u in _GO_PART_RE.findall(raw.lower()))
-    found = _ISO_DURATION_RE.fullmatch(raw)
-    if found and any(found.groupdict().values()) and not raw.upper().endswith("T"):
-        return sum(float(v) * _UNIT_SECONDS[k] for k, v in found.groupdict().items() if v)
-    return None
+def _instead(raw: str) -> str | None:
+    """What to write for a form the grammar no longer reads (`PT20M`: 20m, `1w`: 7d), or None."""
+    if not _OLD_FORM_RE.fullmatch(raw):
+        return None
+    text = raw.lower()
+    if text.startswith("p"):
+        text = text[1:].replace("t", "")  # P1DT2H: 1d2h
+    units = {**_UNIT_SECONDS, "w": 7 * 86400}
+    seconds = sum(float(n) * units[unit] for n, unit in re.findall(rf"({_NUM})(ms|[wdhms])", text))
+    return format_duration(timedelta(seconds=seconds), parts=4) if seconds else None
 
 
 def parse_duration(
     text: str, bounds: DurationRange = HOLD_RANGE, *, bare_minutes: bool = False
 ) -> timedelta:
-    """`90s`, `20m`, `1h30m`, `2d`, ISO 8601 `PT20M`, within bounds; with `bare_minutes` (the
+    """`90s`, `20m`, `1h30m`, `2d` (DURATION_PATTERN), within bounds; with `bare_minutes` (the
     hold duration only: the original chart's `holdDuration: 20`) also a bare number of minutes.
 
     The range is checked on the number before a timedelta exists, so `99999999999` is
     refused as out of range instead of overflowing.
     """
-    examples = "90s, 20m, 1h30m, PT20M" + (", or a bare number of minutes" if bare_minutes else "")
+    examples = "90s, 20m, 1h30m, 2d" + (", or a bare number of minutes" if bare_minutes else "")
     within = f"from {format_duration(bounds.low)} to {format_duration(bounds.high)}"
     fix = f"use a duration {within}, such as {examples}"
-    raw = text.strip()
+    raw = text.strip(SPACE)
+    pattern = BARE_MINUTES_PATTERN if bare_minutes else DURATION_PATTERN
     if not raw:
         raise Invalid("is empty", fix)
-    if not bare_minutes and re.fullmatch(_NUM, raw.lstrip("+-"), re.ASCII):
-        raise Invalid("has no unit", fix)
-    seconds = _duration_seconds(raw.lstrip("+-"))
-    if seconds is None:
+    if not re.fullmatch(pattern, raw):
+        if re.fullmatch(_NUM, raw.lstrip("+-")):
+            raise Invalid("has no unit" if not bare_minutes else "is not a positive duration", fix)
+        if raw[0] == "-" and re.fullmatch(pattern, raw[1:]):
+            raise Invalid("is not a positive duration", fix)
+        if instead := _instead(raw.lstrip("+")):
+            old = "an ISO 8601 duration" if raw.lstrip("+")[0] in "pP" else "counted in weeks"
+            # The problem names it too: a node annotation's report shows the problem alone.
+            raise Invalid(
+                f"is {old} ({instead}), which node-holder no longer reads", f"write {instead}"
+            )
         raise Invalid("is not a duration", fix)
-    if raw.startswith("-") or seconds <= 0:
+    if re.fullmatch(_NUM, raw.lstrip("+")):
+        raw += "m"  # the hold duration's bare number of minutes
+    seconds = sum(float(n) * _UNIT_SECONDS[unit.lower()] for n, unit in _PART_RE.findall(raw))
+    if seconds <= 0:
         raise Invalid("is not a positive duration", fix)
     if not math.isfinite(seconds) or seconds > bounds.high.total_seconds():
         raise Invalid(f"is longer than {format_duration(bounds.high)}", fix)
@@ -214,19 +228,20 @@ def parse_duration(
     return timedelta(seconds=seconds)
 
 
-def format_duration(delta: timedelta) -> str:
-    """Human duration like `1h30m`, `20m`, `45s`, `2d3h`; negative gets a `-`."""
+def format_duration(delta: timedelta, parts: int = 2) -> str:
+    """Human duration like `1h30m`, `20m`, `45s`, `2d3h` (its `parts` largest units, to the
+    second); negative gets a `-`."""
     if 0 < abs(delta.total_seconds()) < 1:
         return f"{round(delta.total_seconds() * 1000)}ms"
     total = round(delta.total_seconds())
     sign = "-" if total < 0 else ""
     total = abs(total)
-    parts = []
+    written = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         amount, total = divmod(total, size)
         if amount:
-            parts.append(f"{amount}{unit}")
-    return sign + ("".join(parts[:2]) or "0s")
+            written.append(f"{amount}{unit}")
+    return sign + ("".join(written[:parts]) or "0s")
 
 
 #: Our stamps' form (`node-holder.dev/hold-started`), as kube-apiserver writes its times.

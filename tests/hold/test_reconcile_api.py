@@ -94,18 +94,27 @@ def test_an_expired_continue_token_restarts_the_list(api: ApiServer, kubeconfig:
 # 2. now is the API server's clock
 
 
-def test_now_is_the_servers_clock_unless_told_otherwise(tmp_path: Path) -> None:
+def test_now_is_the_servers_clock_else_the_local_clock(tmp_path: Path) -> None:
     with ApiServer(clock_offset=timedelta(hours=1)) as api:  # the server is an hour ahead
         kubeconfig = str(api.write_kubeconfig(tmp_path / "kc"))
         api.add_node("n", created=api.now() - timedelta(minutes=30), eks=False)
         by_server = reconcile(kubeconfig, "--dry-run")
         assert by_server.code == 0
         assert by_server.lines[-1].startswith("released: youngest node n is 30m")
-        by_local = reconcile(kubeconfig, "--dry-run", "--clock", "local")
+        # A proxy that drops the Date header: the list page as the server sent it, without it.
+        page = {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1"}
+        page |= {"metadata": {}, "items": [{"metadata": api.get_node("n")["metadata"]}]}
+        api.inject(
+            Fault(
+                method="GET", path=f"^{NODES}$", raw=json.dumps(page).encode(), headers={"Date": ""}
+            )
+        )
+        by_local = reconcile(kubeconfig, "--dry-run")
         # By the local clock the node was created 30 minutes from now: it counts as created
         # now (never a negative age), so it holds for one hold duration from now.
         assert by_local.lines[-1].startswith("held: youngest node n is 0s old")
         assert "(20m left)" in by_local.lines[-1]
+        assert "sent no Date header; deciding with the local clock" in by_local.stderr
 
 
 # 3-5. youngest node decides; add, remove only ours; deleting nodes

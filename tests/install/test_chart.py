@@ -350,7 +350,7 @@ def test_settings_map_sets_the_other_knobs_as_the_verdict_test_assumes(helm):
         "NODE_HOLDER_WORKERS": 16.0,
         "NODE_HOLDER_VERBOSE": -0.0,
         "NODE_HOLDER_REQUEST_TIMEOUT": "5s",
-        "NODE_HOLDER_CLOCK": "local",
+        "NODE_HOLDER_PAGE_SIZE": "250",
     }
     env = cronjob_env(helm, "--set-json", "settings=" + json.dumps(chosen), "--set", "dryRun=true")
     assert {k: env[k] for k in chosen} == {k: helm_text(v) for k, v in chosen.items()}
@@ -362,7 +362,10 @@ def test_settings_map_sets_the_other_knobs_as_the_verdict_test_assumes(helm):
     ("args", "message"),
     [
         (["--set", "bogus=1"], "additional properties 'bogus' not allowed"),
-        (["--set", "holdDuration=20 mins"], "holdDuration (HOLD_DURATION): '20 mins' is not a"),
+        # A duration's syntax: the schema's pattern (the CLI's own), in Helm's words.
+        (["--set", "holdDuration=20 mins"], "at '/holdDuration': '20 mins' does not match pattern"),
+        (["--set", "timeout=PT45S"], "at '/timeout': 'PT45S' does not match pattern"),
+        (["--set", "holdDuration=8d"], "holdDuration (HOLD_DURATION): '8d' is longer than 7d"),
         (["--set", "holdDuration=0"], "holdDuration (HOLD_DURATION): '0' is not a positive"),
         (["--set", "holdScope=everything"], "holdScope (HOLD_SCOPE): 'everything' is not one of"),
         (["--set", "holdAnnotation=node-holder.dev/mine"], "names 'node-holder.dev/mine', one"),

@@ -76,8 +76,6 @@ BAD_OPTIONS: list[tuple[str, tuple[str, ...], dict[str, str], tuple[str, ...]]] 
         {"NODE_HOLDER_MECHANISM": "budget", "HOLD_NODE_SELECTOR": "team=a"},
         ("--node-selector (HOLD_NODE_SELECTOR) 'team=a'", "or --mechanism annotation"),
     ),
-    ("clock", ("--clock", "sundial"), {}, ("--clock",)),
-    ("clock env", (), {"NODE_HOLDER_CLOCK": "atomic"}, ("NODE_HOLDER_CLOCK",)),
     ("timeout word", ("--timeout", "soon"), {}, ("--timeout",)),
     ("timeout zero", ("--timeout", "0s"), {}, ("--timeout",)),
     ("timeout env", (), {"NODE_HOLDER_TIMEOUT": "-1"}, ("NODE_HOLDER_TIMEOUT",)),

@@ -103,10 +103,10 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str]) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_json_output_has_the_documented_fields(api: ApiServer, kubeconfig: str) -> None:
+def test_json_output_has_the_documented_fields(api: ApiServer, kubeconfig: Path) -> None:
     api.add_node("old", created=api.now() - timedelta(hours=2), eks=False)
     api.add_node("new", created=api.now() - timedelta(minutes=5), eks=False)
-    result = run_cli("reconcile", "--kubeconfig", kubeconfig, "--output", "json")
+    result = run_cli("reconcile", "--kubeconfig", str(kubeconfig), "--output", "json")
     assert result.code == 0, result.stderr
     data = result.json
     assert data["held"] is True
@@ -124,10 +124,9 @@ def test_json_output_has_the_documented_fields(api: ApiServer, kubeconfig: str) 
     assert [e["reason"] for e in data["events"]] == ["HoldStarted"]
 
 
-def test_logs_go_to_stderr_as_json_lines_when_asked(api: ApiServer, kubeconfig: str) -> None:
-    result = run_cli(
-        "reconcile", "--kubeconfig", kubeconfig, "-v", "--log-format", "json", "--output", "json"
-    )
+def test_logs_go_to_stderr_as_json_lines_when_asked(api: ApiServer, kubeconfig: Path) -> None:
+    args = ("--kubeconfig", str(kubeconfig), "-v", "--log-format", "json", "--output", "json")
+    result = run_cli("reconcile", *args)
     assert result.code == 0
     assert all(json.loads(line) for line in result.lines)  # stdout is only JSON lines
     logs = [json.loads(line) for line in result.stderr.splitlines() if line.strip()]

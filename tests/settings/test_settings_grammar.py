@@ -8,13 +8,15 @@ the API test server and check that nothing was sent or changed.
 from __future__ import annotations
 
 import json
+import re
+from datetime import timedelta
 from pathlib import Path
 
 import click
 import pytest
 
 from reconcile.cli import cli
-from reconcile.cli.options import BY_ENV, BY_NAME, COMMANDS
+from reconcile.cli.options import BY_ENV, BY_NAME, COMMANDS, RETIRED
 from reconcile.rule.settings import ConfigError
 from tests.clusters import CliResult, run_cli
 from tests.helpers import KEY, NODES, OURS, assert_one_clear_line, old, young
@@ -314,6 +316,32 @@ def test_an_unknown_hold_variable_gets_a_warning_naming_it(
     assert api.annotations("new") == OURS
 
 
+def test_an_old_configmap_with_the_retired_clock_setting_still_runs_by_the_servers_clock(
+    tmp_path: Path,
+) -> None:
+    """NODE_HOLDER_CLOCK (--clock) is gone: a run whose ConfigMap still sets it warns, naming
+    it, and decides by the API server's Date header all the same (not exit 2 for an unknown
+    NODE_HOLDER_* variable)."""
+    with ApiServer(clock_offset=timedelta(hours=1)) as api:  # the server is an hour ahead
+        kubeconfig = api.write_kubeconfig(tmp_path / "kc")
+        api.add_node("n", created=api.now() - timedelta(minutes=30), eks=False)
+
+        result = reconcile(kubeconfig, "--dry-run", env={"NODE_HOLDER_CLOCK": "local"})
+
+        assert result.code == 0, result
+        warning = "NODE_HOLDER_CLOCK is no longer read and is ignored"
+        assert result.stderr.count(warning) == 1, result.stderr
+        assert "not a node-holder setting" not in result.stderr
+        # By the local clock n would be created in the future (age 0s, held 20m).
+        assert result.lines[-1].startswith("released: youngest node n is 30m"), result.lines
+
+
+def test_every_setting_s_variable_is_an_environment_variable_name() -> None:
+    """What the import-time assert in options.py checked: a name a shell and a ConfigMap take."""
+    assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", env) for env in BY_ENV)
+    assert not set(RETIRED) & set(BY_ENV)
+
+
 VALID = {
     "HOLD_DURATION": "20",
     "HOLD_ANNOTATION": KEY,
@@ -323,7 +351,6 @@ VALID = {
     "HOLD_NODE_SELECTOR": "",
     "HOLD_MAX_DURATION": "",
     "NODE_HOLDER_MECHANISM": "annotation",
-    "NODE_HOLDER_CLOCK": "server",
     "NODE_HOLDER_TIMEOUT": "45s",
     "NODE_HOLDER_REQUEST_TIMEOUT": "10s",
     "NODE_HOLDER_PAGE_SIZE": "500",

@@ -1,10 +1,12 @@
 {{- /*
-Every setting is checked at `helm install` time the way the CLI checks it (reconcile/rule/settings.py),
-and refused with the CLI's own one-line message: `holdDuration (HOLD_DURATION): '20 mins' is not
-a duration; use a duration from 1s to 7d, such as ...`. The grammar's data (kinds, bounds,
-choices, each setting's fix) is generated from the CLI into _grammar.tpl; the parsing is written
-out below. tests/install/test_chart_schema.py feeds the same text to the CLI's parsers and to
-`helm template` and requires the same verdict and the same words.
+Every setting is checked at `helm install` time the way the CLI checks it (reconcile/rule/settings.py).
+A duration's syntax is the CLI's own pattern in values.schema.json (Helm's words name the value);
+its bounds, and the text of every other setting, are refused here with the CLI's own one-line
+message: `holdDuration (HOLD_DURATION): '8d' is longer than 7d; use a duration from 1s to 7d,
+such as ...`. The grammar's data (kinds, bounds, choices, each setting's fix, the settings no
+longer read) is generated from the CLI into _grammar.tpl; the parsing is written out below.
+tests/install/test_chart_schema.py feeds the same text to the CLI's parsers and to
+`helm template` and requires the same verdict, and the same words where a template refuses.
 
 Then the rules across values, which the CLI cannot see: --max-hold not shorter than the hold
 (the CLI's check_max_hold), the budget mechanism's whole NodePools (check_mechanism), timeout < activeDeadlineSeconds < the schedule's interval, and the
@@ -21,6 +23,9 @@ uninstall hook's deadline within Helm's default timeout.
 {{- end }}
 {{- range $env, $value := .Values.settings }}
 {{- $rule := index $grammar.settings $env }}
+{{- if $rule.retired }}
+{{- fail (printf "settings.%s is no longer read (%s); delete it from your values (helm get values shows them) and upgrade with --reset-values -f instead of --reuse-values" $env $rule.retired) }}
+{{- end }}
 {{- $label := printf "settings.%s" $env }}
 {{- $_ := set $seconds $env (include "node-holder.check" (dict "rule" $rule "text" (include "node-holder.text" $value) "label" $label)) }}
 {{- end }}
@@ -99,45 +104,29 @@ uninstall hook's deadline within Helm's default timeout.
 {{- end }}
 {{- end }}
 
-{{- /* settings.parse_duration: seconds, or the CLI's refusal. Empty is "not set" when optional. */ -}}
+{{- /* settings.parse_duration's bounds: seconds, or the CLI's refusal. The schema has judged
+the text with the CLI's pattern; a YAML number (the hold duration's bare minutes) is checked
+against it here. */ -}}
 {{- define "node-holder.checkDuration" -}}
 {{- $rule := .rule }}
 {{- $raw := trim .text }}
-{{- $num := "[0-9]+(?:\\.[0-9]+)?" }}
-{{- $problem := "" }}
+{{- if $raw }}
+{{- if not (regexMatch $rule.pattern $raw) }}{{ include "node-holder.refuse" (merge (dict "problem" "is not a duration") .) }}{{ end }}
 {{- $secs := 0.0 }}
-{{- if not $raw }}
-{{- if not $rule.optional }}{{ $problem = "is empty" }}{{ end }}
-{{- else }}
-{{- $body := regexReplaceAll "^[+-]+" $raw "" }}
-{{- $units := dict "w" 604800 "d" 86400 "h" 3600 "m" 60 "s" 1 "ms" 0.001 "W" 604800 "D" 86400 "H" 3600 "M" 60 "S" 1 }}
-{{- $parts := list }}
-{{- if regexMatch (printf "^%s$" $num) $body }}
-{{- if $rule.bareProblem }}{{ $problem = $rule.bareProblem }}{{ end }}
-{{- $parts = list (printf "%sm" $body) }}
-{{- else if regexMatch (printf "^(?:%s(?:ms|[wdhms]))+$" $num) (lower $body) }}
-{{- $parts = regexFindAll (printf "%s(?:ms|[wdhms])" $num) (lower $body) -1 }}
-{{- else if and (regexMatch (printf "(?i)^P(?:%[1]sW)?(?:%[1]sD)?(?:T(?:%[1]sH)?(?:%[1]sM)?(?:%[1]sS)?)?$" $num) $body) (not (hasSuffix "T" (upper $body))) }}
-{{- $date := regexReplaceAll "T.*$" (upper $body) "" }}
-{{- $time := regexFind "T.*$" (upper $body) }}
-{{- $parts = concat (regexFindAll (printf "%s[WD]" $num) $date -1) (regexFindAll (printf "%s[HMS]" $num) $time -1) }}
-{{- end }}
-{{- if not $parts }}{{ if not $problem }}{{ $problem = "is not a duration" }}{{ end }}
-{{- else if not $problem }}
 {{- $huge := false }}
-{{- range $parts }}
-{{- $n := regexReplaceAll "[A-Za-z]+$" . "" }}
-{{- if gt (len (regexReplaceAll "^0*([0-9]*).*$" $n "${1}")) 20 }}{{ $huge = true }}{{ end }}
-{{- $secs = addf $secs (mulf ($n | float64) (index $units (regexFind "[A-Za-z]+$" .))) }}
+{{- range regexFindAll "[0-9.]+(ms|[dhms])?" (lower $raw) -1 }}
+{{- $n := regexFind "^[0-9.]+" . }}
+{{- $huge = or $huge (gt (len (regexReplaceAll "^0*([0-9]*).*$" $n "${1}")) 20) }}
+{{- $secs = addf $secs (mulf ($n | float64) (index (dict "d" 86400 "h" 3600 "m" 60 "s" 1 "ms" 0.001) (trimPrefix $n . | default "m"))) }}
 {{- end }}
-{{- if or (hasPrefix "-" $raw) (and (not $huge) (le $secs 0.0)) }}{{ $problem = "is not a positive duration" }}
+{{- $problem := "" }}
+{{- if and (not $huge) (le $secs 0.0) }}{{ $problem = "is not a positive duration" }}
 {{- else if or $huge (gt $secs ($rule.high | float64)) }}{{ $problem = printf "is longer than %s" $rule.highText }}
 {{- else if lt $secs ($rule.low | float64) }}{{ $problem = printf "is shorter than %s" $rule.lowText }}
 {{- end }}
-{{- end }}
-{{- end }}
 {{- if $problem }}{{ include "node-holder.refuse" (merge (dict "problem" $problem) .) }}{{ end }}
-{{- if $raw }}{{ $secs }}{{ end }}
+{{- $secs }}
+{{- end }}
 {{- end }}
 
 {{- /* settings.format_duration: 1h30m, 20m, 45s, 2d3h (the first two parts), 500ms. */ -}}
