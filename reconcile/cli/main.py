@@ -239,6 +239,12 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
     )
     for warning in report.warnings(result, command):
         log.warning("%s", warning)
+    if command == "release" and suspend is None and result.plan.patches:
+        log.warning(
+            "a scheduled run (the CronJob) holds these nodes again at its next run unless it "
+            "is suspended or uninstalled: release with --suspend-cronjob NAMESPACE/NAME "
+            "(node-holder/node-holder as installed) to suspend it first"
+        )
     for line in report.final_lines(result, command, as_json):
         click.echo(line)
     failure = report.failure(result)
