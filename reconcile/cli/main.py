@@ -99,16 +99,17 @@ def release(parsed: Parsed) -> None:
 
 
 @cli.command()
-@click.argument("nodes", nargs=-1, required=True, metavar="NODE...")
+@click.argument("nodes", nargs=-1, required=True, metavar="NODE...", type=options.NODE_NAME)
 @settings_for("pin")
 def pin(parsed: Parsed, nodes: tuple[str, ...]) -> None:
     """Pin the hold annotation(s) on these nodes: no run removes them.
 
-    For each node, one patch sets every --annotation key to "true", lists it in
-    node-holder.dev/pinned and drops node-holder's own claim on it: reconcile, release
-    and the uninstall hook never add, remove or claim a pinned key. Run it with your own
-    credentials (the admission policy refuses it to node-holder's service account).
-    A node that does not exist is reported and makes the command exit 1.
+    For each node, one patch lists every --annotation key in node-holder.dev/pinned and
+    sets each absent one to "true": reconcile, release and the uninstall hook never add
+    or remove a pinned key. A node where a key has another value (a person's "false") is
+    left as it is and named. Run it with your own credentials (the admission policy
+    refuses it to node-holder's service account). A node that does not exist or is left
+    as it is makes the command exit 1.
 
     \b
     Examples:
@@ -119,14 +120,14 @@ def pin(parsed: Parsed, nodes: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.argument("nodes", nargs=-1, required=True, metavar="NODE...")
+@click.argument("nodes", nargs=-1, required=True, metavar="NODE...", type=options.NODE_NAME)
 @settings_for("unpin")
 def unpin(parsed: Parsed, nodes: tuple[str, ...]) -> None:
     """Give pinned nodes back to the normal rule.
 
-    For each node, the --annotation keys leave node-holder.dev/pinned; each one still
-    "true" is claimed by node-holder again, so the next reconcile removes it when no
-    hold is due (or keeps it while one is). Pins on other keys stay.
+    For each node, the --annotation keys leave node-holder.dev/pinned. A "true" that
+    node-holder wrote goes back to the normal rule (the next reconcile removes it when no
+    hold is due); one a person set before the pin stays theirs. Pins on other keys stay.
     """
     _pinning(Mode.UNPIN, parsed, nodes)
 
@@ -238,6 +239,12 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
     )
     for warning in report.warnings(result, command):
         log.warning("%s", warning)
+    if command == "release" and suspend is None and result.plan.patches:
+        log.warning(
+            "a scheduled run (the CronJob) holds these nodes again at its next run unless it "
+            "is suspended or uninstalled: release with --suspend-cronjob NAMESPACE/NAME "
+            "(node-holder/node-holder as installed) to suspend it first"
+        )
     for line in report.final_lines(result, command, as_json):
         click.echo(line)
     failure = report.failure(result)

@@ -59,6 +59,8 @@ class Kind(click.ParamType, Generic[T]):
 def label(param: click.Parameter | None) -> str:
     if param is None:
         return "value"
+    if isinstance(param, click.Argument):  # NODE...: the argument as --help names it
+        return (param.metavar or str(param.name)).rstrip(".")
     flag = max(param.opts, key=len) if param.opts else str(param.name)
     env = getattr(param, "envvar", None)
     return f"{flag} ({env})" if isinstance(env, str) else flag
@@ -68,6 +70,10 @@ def duration(bounds: s.DurationRange, bare_minutes: bool = False) -> Kind[timede
     """`bare_minutes`: the hold duration only (the original chart's `HOLD_DURATION=20`)."""
     parse = functools.partial(s.parse_duration, bounds=bounds, bare_minutes=bare_minutes)
     return Kind("duration", parse, bounds=bounds, optional=False, bare_minutes=bare_minutes)
+
+
+#: `pin`/`unpin`'s NODE arguments: a name the API server could not have is said before a request.
+NODE_NAME = Kind("NODE", s.parse_node_name)
 
 
 def optional_duration(bounds: s.DurationRange) -> Kind[timedelta | None]:

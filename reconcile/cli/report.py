@@ -509,6 +509,9 @@ def failure(result: RunResult) -> str | None:
         parts.append(f"{len(pools)} NodePool(s) not patched: {names} ({pools[0].error})")
     if result.missing:  # pin, unpin: the others were still patched
         parts.append(f"{len(result.missing)} node(s) not found: {_names(list(result.missing))}")
+    if refused := result.plan.refused:  # pin: a person's value is not overwritten
+        names = _names([name for name, _ in refused])
+        parts.append(f"{len(refused)} node(s) not pinned: {names} ({refused[0][1]})")
     if applied is not None and failed:
         why = (
             " (stopped by a signal)"
@@ -540,12 +543,19 @@ def _line(data: dict[str, Any]) -> str:
 def render_text(result: RunResult) -> list[str]:
     """The run's lines; a real run printed its per-node lines as they landed."""
     lines = [f"node/{name}: not found" for name in result.missing]
+    lines += [f"node/{name}: {why}" for name, why in result.plan.refused]
+    if result.plan.mode is Mode.UNPIN:
+        lines += [f"node/{d.node}: not pinned" for d in result.plan.decisions if not _pinned(d)]
     lines += [pool_line(p) for p in result.pools.patches if result.dry_run]
     lines += [patch_line(p) for p in result.plan.patches if result.dry_run]
     for t in result.events:
         where = f"{t.kind.lower()}/{t.node}"
         lines.append(f"event {t.reason} on {where}: {event_message(t, result.plan)}")
     return [*lines, *pool_summary(result), *decision_lines(result)]
+
+
+def _pinned(decision: NodeDecision) -> bool:
+    return any(state is KeyState.PINNED for _, state in decision.keys)
 
 
 # --- the JSON summary ----------------------------------------------------------------

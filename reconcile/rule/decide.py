@@ -49,7 +49,7 @@ class KeyState(StrEnum):
     FOREIGN = "foreign"  # "true", set by someone else (or taken over): held by others
     EXEMPT = "exempt"  # another value ("false"), set by someone: Karpenter may disrupt it
     FREE = "free"  # absent
-    PINNED = "pinned"  # listed in PINNED by a person: never added, removed or claimed
+    PINNED = "pinned"  # listed in PINNED by a person: never added or removed by a run
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,7 @@ class Plan:
     decisions: tuple[NodeDecision, ...]
     transitions: tuple[Transition, ...] = ()
     bad_values: tuple[tuple[str, str], ...] = ()  # (node, why): its NodePool setting is not used
+    refused: tuple[tuple[str, str], ...] = ()  # (node, why): `pin` left it as it was
 
     @cached_property  # the report reads them several times a run: one pass over the nodes
     def patches(self) -> tuple[NodePatch, ...]:
@@ -393,7 +394,7 @@ def decide_node(
     """One node's decision: its hold keys and claims, then its stamps, in one patch. A node
     its NodePool's budget entry holds (`budget`; `auto`: `hold.budgeted`) gets no annotation."""
     if mode in (Mode.PIN, Mode.UNPIN):
-        return _decide_pin(node, hold, mode, now)
+        return _decide_pin(node, hold, mode, now)[0]
     annotations = node.annotations
     claims, pins = claimed_keys(annotations), pinned_keys(annotations)
     keys = (*hold.annotations, *sorted((claims | pins) - set(hold.annotations)))
@@ -414,18 +415,15 @@ def decide_node(
     removed = tuple(
         k for k, s in states if k not in wanted and s is KeyState.OURS and _known(k, hold)
     )
-    # A claim stays while its key is ours; one on a pinned key, or on a key someone
-    # changed or removed (exempt, free), is dropped: the annotation is theirs now.
-    owned = {k for k, s in states if s is KeyState.OURS and k not in removed} | set(added)
-    disowned = tuple(
-        k
-        for k, s in states
-        if k in claims and s in (KeyState.EXEMPT, KeyState.FREE) and k not in added
-    )
+    # A claim stays while its key is "true": ours, or pinned by a person over a value this
+    # tool wrote (unpin hands it back). One on a key someone changed or removed is dropped.
+    kept = {k for k in claims & pins if annotations.get(k) == HOLD_VALUE}
+    owned = {k for k, s in states if s is KeyState.OURS and k not in removed} | set(added) | kept
+    disowned = tuple(k for k, _ in states if k in claims - owned and k not in removed)
     changes: dict[str, str | None] = dict.fromkeys(added, HOLD_VALUE) | dict.fromkeys(removed)
     if owned != claims or (not owned and OWNERSHIP_MARKER in annotations):
         changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
-    ours = any(_known(k, hold) for k in owned)
+    ours = any(_known(k, hold) for k in owned - pins)
     stamps, ignored = _stamps(node, window, hold, mode, now, held=ours)
     changes.update(stamps)
     if not changes:
@@ -471,34 +469,47 @@ def _stamps(
     return changes, tuple(why for why in (started_bad, free_bad) if why)
 
 
-def _decide_pin(node: NodeView, hold: HoldSettings, mode: Mode, now: datetime) -> NodeDecision:
-    """`pin`: every configured key "true", listed in PINNED, dropped from the marker; `unpin`:
-    out of PINNED, each still "true" claimed again (docs/design.md, "Pins")."""
+def _decide_pin(
+    node: NodeView, hold: HoldSettings, mode: Mode, now: datetime
+) -> tuple[NodeDecision, str | None]:
+    """`pin`: every configured key "true" and listed in PINNED; a key it adds is claimed too,
+    so that the marker still says which values this tool wrote. `unpin`: out of PINNED, the
+    claims as they are: a key the tool set goes back to the normal rule, a person's stays
+    theirs. A person's other value ("false") is refused, not overwritten (docs/design.md,
+    "Pins"). Returns the decision and why the node was refused, if it was."""
     annotations = node.annotations
     claims, pins = claimed_keys(annotations), pinned_keys(annotations)
-    keys = frozenset(hold.annotations)
+    states = tuple((k, key_state(annotations, k, claims, pins)) for k in hold.annotations)
+    decision = NodeDecision(node.name, "", False, node.deleting, min(node.created, now), states)
     changes: dict[str, str | None] = {}
+    if node.deleting:
+        return decision, None
     if mode is Mode.PIN:
-        changes = {k: HOLD_VALUE for k in hold.annotations if annotations.get(k) != HOLD_VALUE}
-        touched = tuple(k for k in hold.annotations if k in changes or k in claims or k not in pins)
-        now_pinned, owned = pins | keys, claims - keys
+        theirs = [k for k in hold.annotations if annotations.get(k, HOLD_VALUE) != HOLD_VALUE]
+        if theirs:
+            key = theirs[0]
+            return decision, (
+                f"not pinned: {key} is {annotations[key]!r}, someone else's value; "
+                f"to pin it, remove it first (kubectl annotate node {node.name} {key}-)"
+            )
+        added = {k for k in hold.annotations if k not in annotations}
+        changes = dict.fromkeys(sorted(added), HOLD_VALUE)
+        touched = tuple(k for k in hold.annotations if k in added or k not in pins)
+        now_pinned, owned = pins | set(hold.annotations), claims | added
     else:
         touched = tuple(k for k in hold.annotations if k in pins)
-        ours = {k for k in touched if annotations.get(k) == HOLD_VALUE}
-        now_pinned, owned = pins - keys, claims | ours
+        now_pinned, owned = pins - set(hold.annotations), claims
     if now_pinned != pins:
         changes[PINNED] = marker_value(now_pinned)
     if owned != claims:
         changes[OWNERSHIP_MARKER] = marker_value(owned)
-    states = tuple((k, key_state(annotations, k, claims, pins)) for k in hold.annotations)
-    decision = NodeDecision(node.name, "", False, node.deleting, min(node.created, now), states)
-    if node.deleting or not changes:
-        return decision
+    if not changes:
+        return decision, None
     pinned, unpinned = (touched, ()) if mode is Mode.PIN else ((), touched)
     patch = NodePatch(
         node.name, node.resource_version, tuple(changes.items()), pinned=pinned, unpinned=unpinned
     )
-    return replace(decision, patch=patch)
+    return replace(decision, patch=patch), None
 
 
 def _transitions(
@@ -563,8 +574,10 @@ def decide(
 ) -> Plan:
     """The whole decision for one run."""
     if mode in (Mode.PIN, Mode.UNPIN):
-        pins = tuple(_decide_pin(node, hold, mode, now) for node in nodes)
-        return Plan(now=now, hold=hold, mode=mode, windows=(), decisions=pins)
+        pins = [_decide_pin(node, hold, mode, now) for node in nodes]
+        refused = tuple((d.node, why) for d, why in pins if why)
+        decisions = tuple(d for d, _ in pins)
+        return Plan(now, hold, mode, windows=(), decisions=decisions, refused=refused)
     members: dict[str, list[NodeView]] = defaultdict(list)
     for node in nodes:
         members[window_name(node, hold)].append(node)

@@ -386,6 +386,17 @@ def parse_cronjob_ref(text: str) -> CronJobRef | None:
     return CronJobRef(namespace, name)
 
 
+NODE_NAME_MAX = 253
+
+
+def parse_node_name(text: str) -> str:
+    """A Node's name as the API server takes it (a DNS subdomain), so that a typo is bad input
+    said before any request, not a 404 or a list of every node."""
+    if not re.fullmatch(DNS_SUBDOMAIN, text) or len(text) > NODE_NAME_MAX:
+        raise Invalid("is not a node name", "give a name as `kubectl get nodes` prints it")
+    return text
+
+
 def check_max_hold(
     hold: HoldSettings, option: str = "--max-hold", env: str | None = "HOLD_MAX_DURATION"
 ) -> None:

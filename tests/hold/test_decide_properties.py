@@ -138,13 +138,15 @@ newcomers = st.builds(
 
 
 def foreign(view: NodeView) -> dict[str, str]:
-    """Everything on the node that is not ours: must survive every run untouched."""
+    """Everything on the node that is not ours: must survive every run untouched, and never
+    be claimed. A pinned key whose claim says node-holder wrote its "true" is ours, pinned."""
     claimed, pinned = claimed_keys(view.annotations), pinned_keys(view.annotations)
     return {
         k: v
         for k, v in view.annotations.items()
         if k not in (OWNERSHIP_MARKER, HOLD_STARTED, FREE_UNTIL)
         and key_state(view.annotations, k, claimed, pinned) is not KeyState.OURS
+        and not (k in claimed and k in pinned and v == HOLD_VALUE)
     }
 
 
@@ -178,7 +180,9 @@ def test_one_run_reaches_the_desired_state_and_keeps_foreign_annotations(
         # ...and are never claimed; every claim left is backed by our value.
         claimed, pinned = claimed_keys(view.annotations), pinned_keys(view.annotations)
         assert not (claimed & set(foreign(before)))
-        assert not (claimed & pinned)
+        # A pin keeps the claim it had (unpin hands that key back), never gains one.
+        assert claimed & pinned <= claimed_keys(before.annotations)
+        assert pinned == pinned_keys(before.annotations)
         assert all(view.annotations.get(key) == HOLD_VALUE for key in claimed)
         if held_as_expected(view, held_windows, hold, decision.window):
             assert all(key in view.annotations or key in pinned for key in hold.annotations)
@@ -342,9 +346,13 @@ def test_pinned_keys_and_their_annotation_are_never_changed(
         changed = {key for key, _ in patch.changes}
         assert PINNED not in changed
         assert not (changed & pinned_keys(before)), (patch, before)
-    for view in apply_plan(nodes, plan.patches):
+    for before, view in zip(nodes, apply_plan(nodes, plan.patches), strict=True):
+        # A claim on a pinned key stays while the key is "true" (unpin hands it back); a run
+        # never adds one, and drops one whose value someone changed.
+        pinned_claims = claimed_keys(view.annotations) & pinned_keys(view.annotations)
+        assert pinned_claims <= claimed_keys(before.annotations)
         if not view.deleting:  # never patched: whatever it carries stays
-            assert not (claimed_keys(view.annotations) & pinned_keys(view.annotations))
+            assert all(view.annotations.get(k) == "true" for k in pinned_claims)
 
 
 @settings(max_examples=200, deadline=None)

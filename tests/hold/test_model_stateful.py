@@ -107,6 +107,7 @@ class NodeModel:
     deleting: bool = False
     ours: bool = False  # the tool's hold annotation (and its marker) is on the node
     stale: bool = False  # a person removed or changed ours; the marker may still claim it
+    pinned_ours: bool = False  # pinned over a "true" the tool wrote: the claim stays for unpin
 
 
 class NodeHolder(RuleBasedStateMachine):
@@ -138,13 +139,17 @@ class NodeHolder(RuleBasedStateMachine):
         if node.deleting:  # never patched: whatever it carries stays
             return self.api.annotations(name)
         pinned = node.people.get(PINNED) == KEY  # a person's pin: never added, even if gone
-        ours = {KEY: "true", MARKER: KEY} if held and KEY not in node.people and not pinned else {}
-        return {**node.people, **ours}
+        wanted = node.pinned_ours or (held and KEY not in node.people and not pinned)
+        return {**node.people, **({KEY: "true", MARKER: KEY} if wanted else {})}
 
     def person_edits(self, name: str, key: str, value: str | None) -> None:
         """A person sets (or, with None, removes) one annotation; the model records who did."""
         node = self.model[name]
-        if key == KEY:
+        if key == KEY and node.pinned_ours:
+            if value != "true":  # the person changes a pinned value the tool wrote: theirs now
+                node.pinned_ours, node.stale = False, True
+                node.people.pop(KEY, None) if value is None else node.people.update({KEY: value})
+        elif key == KEY:
             claimed = KEY in claimed_keys(self.api.annotations(name))
             if value == "true" and claimed:
                 # Writing back the value the marker claims is indistinguishable from ours
@@ -270,22 +275,29 @@ class NodeHolder(RuleBasedStateMachine):
         result = run_once(
             self.clean_kube, HoldSettings(), run, describe=event_message, backoff=FAST
         )
-        assert not result.errors and not result.missing, result.errors
         node = self.model[name]
         found = self.api.annotations(name)
-        if node.deleting:  # never patched
+        refused = mode is Mode.PIN and node.people.get(KEY, "true") != "true"
+        if node.deleting:  # never patched, never refused
+            assert not result.errors and not result.missing, result.errors
             return
-        if mode is Mode.PIN:  # the key is the person's now, "true" whatever it was
-            node.people.update({KEY: "true", PINNED: KEY})
+        if refused:  # a person's "false" is not overwritten: nothing changes
+            assert [e.split(":")[:2] for e in result.errors] == [[f"node/{name}", " not pinned"]]
+        else:
+            assert not result.errors and not result.missing, result.errors
+        if mode is Mode.PIN and not refused and PINNED not in node.people:
+            # Pinned: a person's "true" stays theirs; a "true" the tool wrote (or this pin
+            # adds) keeps its claim, so that unpin hands it back.
+            node.people[PINNED] = KEY
+            node.pinned_ours = KEY not in node.people
             node.ours = node.stale = False
-        elif PINNED in node.people:  # back to the normal rule: "true" is claimed again
+        elif mode is Mode.UNPIN and PINNED in node.people:  # back to the normal rule
             del node.people[PINNED]
-            if node.people.get(KEY) == "true":
-                del node.people[KEY]
-                node.ours = True
-        expected = {**node.people, **({KEY: "true", MARKER: KEY} if node.ours else {})}
+            node.ours, node.pinned_ours = node.pinned_ours, False
+        theirs = node.ours or node.pinned_ours
+        expected = {**node.people, **({KEY: "true", MARKER: KEY} if theirs else {})}
         if node.stale and found.get(MARKER) == KEY:
-            expected[MARKER] = KEY  # unpin leaves a claim someone broke: the next run drops it
+            expected[MARKER] = KEY  # a claim someone broke: the next run drops it
         assert found == expected
 
     def stop_faults(self) -> None:
@@ -354,12 +366,14 @@ class NodeHolder(RuleBasedStateMachine):
         """What the run changed moved each node towards the decision, never away from it."""
         for name, node in self.model.items():
             found = self.api.annotations(name)
-            ours = found.get(KEY) == "true" and KEY in claimed_keys(found)
+            claimed = KEY in claimed_keys(found) and found.get(KEY) == "true"
+            ours = claimed and PINNED not in found
+            assert node.pinned_ours == (claimed and PINNED in found), name  # no run touches a pin
             if ours and not node.ours:  # the tool added its hold: only while held
                 assert held and not node.deleting, name
             if node.ours and not ours:  # the tool removed its hold: only while released
                 assert not held, f"{name} released while a young node exists"
-            stale = KEY in claimed_keys(found) and not ours
+            stale = KEY in claimed_keys(found) and not claimed
             assert not stale or node.stale, f"{name}: marker without its annotation"
             node.ours, node.stale = ours, stale
 
@@ -376,11 +390,12 @@ class NodeHolder(RuleBasedStateMachine):
             assert unrelated == {k: v for k, v in node.people.items() if k != KEY}, name
             claimed = claimed_keys(found)
             assert claimed <= {KEY}, name
-            ours = found.get(KEY) == "true" and KEY in claimed
-            assert ours == node.ours, name
+            backed = found.get(KEY) == "true" and KEY in claimed
+            assert (backed and PINNED not in found) == node.ours, name
+            assert (backed and PINNED in found) == node.pinned_ours, name
             if KEY in found and KEY not in node.people:
-                assert ours, f"{name}: our annotation without our marker"
-            if claimed and not ours:
+                assert backed, f"{name}: our annotation without our marker"
+            if claimed and not backed:
                 assert node.stale, f"{name}: our marker without our annotation"
 
 

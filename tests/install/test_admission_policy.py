@@ -325,10 +325,6 @@ ALLOWED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         patched(HELD, {DISRUPT: None}),
         eks_node(),
     ),
-    "a claim on a pinned key is dropped (PINS.md), the key stays": (
-        PINNED_HELD,
-        patched(PINNED_HELD, {MARKER: None}),
-    ),
     "a claim on a key outside the configured set is kept": (
         held(eks_node(), "example.com/hold"),
         held(eks_node(), "example.com/hold", DISRUPT),
@@ -444,6 +440,11 @@ REFUSED: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
     "a claim dropped while its key is still true (orphaning the hold)": (
         HELD,
         patched(HELD, {MARKER: None}),
+        "may not drop its claim",
+    ),
+    "a claim on a pinned key dropped (unpin could no longer hand it back)": (
+        PINNED_HELD,
+        patched(PINNED_HELD, {MARKER: None}),
         "may not drop its claim",
     ),
     "the marker newly claims a well-known key that is not configured": (
@@ -801,7 +802,8 @@ def test_a_key_switch_keeps_the_old_claim(cluster):
 
 
 def test_a_pinned_node_keeps_its_hold(cluster):
-    """PINS.md: a person pins a held node; the release drops the claim, the key stays."""
+    """A person pins a held node: the end of the hold keeps the key and its claim (unpin
+    hands it back to the normal rule)."""
     c = cluster
     _old_nodes(c)
     c.node("batch-1", timedelta(minutes=1))
@@ -809,7 +811,7 @@ def test_a_pinned_node_keeps_its_hold(cluster):
     c.api.set_annotation("old-1", PINNED, DISRUPT)
     c.api.advance_clock(timedelta(minutes=30))
     c.run("reconcile")
-    assert c.annotations("old-1") == {DISRUPT: "true", PINNED: DISRUPT}
+    assert c.annotations("old-1") == {DISRUPT: "true", PINNED: DISRUPT, MARKER: DISRUPT}
 
 
 def test_the_gate_does_refuse_what_the_policy_denies(cluster):

@@ -222,3 +222,24 @@ def test_bad_reference_exits_2_before_any_request(api: ApiServer, kubeconfig: Pa
     assert "--suspend-cronjob (NODE_HOLDER_SUSPEND_CRONJOB)" in result.stderr
     assert "NAMESPACE/NAME" in result.stderr and result.stderr.count("\n") == 1
     assert api.requests == []
+
+
+def test_release_without_the_cronjob_says_the_next_run_holds_again(
+    api: ApiServer, kubeconfig: Path
+):
+    """1,524 holds removed, then all back a minute later with no word: now one line says
+    why and what to do; with --suspend-cronjob, or with nothing released, it is not said."""
+    add_cronjob(api)
+    held_node(api, "a")
+    advice = "a scheduled run (the CronJob) holds these nodes again at its next run"
+    for args in (["--dry-run"], []):
+        result = release(kubeconfig, *args)
+        assert result.code == 0, result.stderr
+        (line,) = [line for line in result.stderr.splitlines() if advice in line]
+        assert "--suspend-cronjob NAMESPACE/NAME" in line
+    assert annotations(api, "a") == {}
+    nothing_left = release(kubeconfig)
+    assert nothing_left.code == 0 and advice not in nothing_left.stderr
+    held_node(api, "b")
+    handed_over = release(kubeconfig, "--suspend-cronjob", f"{NS}/{NAME}")
+    assert handed_over.code == 0 and advice not in handed_over.stderr

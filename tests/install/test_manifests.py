@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -751,3 +752,32 @@ def test_the_cronjob_logs_json_lines_on_both_streams_as_the_readme_says():
     assert env["NODE_HOLDER_LOG_FORMAT"] == "json"
     readme = _docs()
     assert "`NODE_HOLDER_OUTPUT=json`" in readme and "`NODE_HOLDER_LOG_FORMAT=json`" in readme
+
+
+@needs_kubectl
+def test_the_docs_kustomize_recipes_compose(tmp_path: Path) -> None:
+    """README's image step (sed on the base), then docs/install.md's own overlay with an
+    image mirror, both taken from the docs as written: the overlay's image is the one
+    rendered, and so are its settings."""
+    readme = (ROOT / "README.md").read_text()
+    install = (ROOT / "docs/install.md").read_text()
+    (sed,) = re.findall(r"^(sed -i .*cronjob/base/kustomization\.yaml)$", readme, re.M)
+    (overlay,) = re.findall(
+        r"^cat > my-node-holder/kustomization.yaml <<'EOF'\n(.*?)^EOF$", install, re.M | re.S
+    )
+    shutil.copytree(ROOT / "cronjob", tmp_path / "cronjob")
+    image = "registry.example.com/platform/karpenter-node-holder"
+    env = {"IMAGE": image, "PATH": os.environ["PATH"]}
+    subprocess.run(["bash", "-c", sed], cwd=tmp_path, env=env, check=True)
+    (tmp_path / "my-node-holder").mkdir()
+    (tmp_path / "my-node-holder/kustomization.yaml").write_text(overlay)
+    for target, expected in (("cronjob", f"{image}:"), ("my-node-holder", "mirror/node-holder")):
+        kustomize = [KUBECTL, "kustomize", target]
+        proc = subprocess.run(kustomize, cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+        (cronjob,) = [d for d in docs if d["kind"] == "CronJob"]
+        (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        assert expected in container["image"], (target, container["image"])
+    (settings,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    assert settings["data"]["HOLD_DURATION"] == "30m"
