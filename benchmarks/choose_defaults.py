@@ -151,6 +151,8 @@ def caps() -> list[Config]:
     rows = [Config("nodepool triggers, no cap", SELECTED)]
     for cap in ("1h", "2h", "3h", "4h"):
         rows.append(Config(f"nodepool triggers, max {cap}", (*SELECTED, "--max-hold", cap)))
+    longer = (*SELECTED, "--max-hold", "2h", "--hold-duration", "45m")
+    rows.append(Config("  max 2h, hold 45m (a longer free period after a capped stretch)", longer))
     return rows
 
 
