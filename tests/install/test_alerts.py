@@ -291,11 +291,11 @@ STARTED = "annotation_node_holder_dev_hold_started"
 
 def held_beyond_cap(t: Thresholds) -> dict[str, Any]:
     """kube_node_annotations with node-holder's keys allow-listed. node-a is held past the
-    cap, then released (kube-state-metrics restarts under it: another instance label); node-b has two stretches
-    back to back, each shorter than the cap; node-c was held, then pinned; node-d carries a
-    person's annotation; node-e a claim without a cap (an uncapped NodePool, a kept key);
-    node-f is in a free period; node-g has a stamp without the marker (a person copied it, say
-    into a NodePool's template)."""
+    cap, then released (kube-state-metrics restarts under it: another instance label); node-b
+    has two stretches back to back, each shorter than the cap; node-c was held, then pinned;
+    node-d carries a person's annotation; node-e a claim without a cap (an uncapped NodePool, a
+    kept key); node-f is in a free period; node-g has a stamp without the marker (a person
+    copied it, say into a NodePool's template)."""
     end = t.hold_for + 30
     marker = {OWNED: "karpenter.sh/do-not-disrupt"}
 
@@ -328,6 +328,8 @@ def held_beyond_cap(t: Thresholds) -> dict[str, Any]:
         },
     }
     name = "NodeHolderHeldBeyondCap"
+    held, stretches = panel_queries()
+    later = t.hold_for - 5  # node-b's second stretch; node-c pinned
     return {
         "interval": "1m",
         "input_series": input_series,
@@ -336,7 +338,31 @@ def held_beyond_cap(t: Thresholds) -> dict[str, Any]:
             alert(name, t.hold_for + 2, fired),
             alert(name, end),  # node-a released
         ],
+        "promql_expr_test": [
+            {"expr": held, "eval_time": "10m", "exp_samples": [{"labels": "{}", "value": 4}]},
+            {"expr": held, "eval_time": f"{later}m", "exp_samples": [{"labels": "{}", "value": 3}]},
+            {"expr": held, "eval_time": f"{end}m", "exp_samples": [{"labels": "{}", "value": 2}]},
+            {
+                "expr": stretches,
+                "eval_time": "10m",
+                "exp_samples": [{"labels": f'{{{STARTED}="{first}"}}', "value": 3}],
+            },
+            {
+                "expr": stretches,
+                "eval_time": f"{later}m",
+                "exp_samples": [
+                    {"labels": f'{{{STARTED}="{first}"}}', "value": 1},
+                    {"labels": f'{{{STARTED}="{second}"}}', "value": 1},
+                ],
+            },
+        ],
     }
+
+
+def panel_queries() -> list[str]:
+    """The Grafana panel's queries, as docs/operations-notes.md gives them."""
+    notes = (ROOT / "docs" / "operations-notes.md").read_text().split("\n## Alerts\n", 1)[1]
+    return re.findall(r"```promql\n(.*?)```", notes, flags=re.DOTALL)
 
 
 def check_and_test(tmp_path: Path, rule: dict[str, Any], t: Thresholds) -> None:
@@ -493,8 +519,7 @@ def test_the_documented_allowlist_exports_every_annotation_the_rules_and_panel_r
     (listed,) = set(re.findall(r"--metric-annotations-allowlist=nodes=\[([^\]]+)\]", notes))
     exported = {"annotation_" + re.sub(r"[^a-zA-Z0-9_]", "_", key) for key in listed.split(",")}
     read = set(re.findall(r"annotation_\w+", yaml.safe_dump(chart_rule(helm)["spec"])))
-    panel = notes.split("## Alerts", 1)[1]
     assert read and read <= exported
-    assert set(re.findall(r"annotation_\w+", panel)) <= exported | {"annotation_KEY"}
+    assert set(re.findall(r"annotation_\w+", "".join(panel_queries()))) <= exported
     readme = (ROOT / "README.md").read_text()
     assert "--set prometheusRule.enabled=true" in readme
