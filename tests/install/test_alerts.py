@@ -124,9 +124,20 @@ def series(name: str, labels: dict[str, str], end: int, at: Callable[[int], str 
     return {"series": f"{name}{{{text}}}", "values": values(end, at)}
 
 
-def job(name: str, end: int, at: Callable, *, failed: bool, ns: str = NS, owner: str = CRONJOB):
+def job(
+    name: str,
+    end: int,
+    at: Callable,
+    *,
+    failed: bool,
+    ns: str = NS,
+    owner: str = CRONJOB,
+    failed_pods: int | None = None,
+):
     """The series kube-state-metrics exports for one Job while `at` says it exists: its owner
-    and, failed, the Failed condition; succeeded (a run that exits 0, pacing or not), Complete."""
+    and, failed, the Failed condition; succeeded (a run that exits 0, pacing or not), Complete.
+    `failed_pods`: pods that failed on the way (an evicted pod the Job ignored and replaced)."""
+    pods = str(failed_pods if failed_pods is not None else int(failed))
     kind = "CronJob" if owner != "<none>" else "<none>"
     job_labels = {"namespace": ns, "job_name": name}
     owner_labels = {**job_labels, "owner_kind": kind, "owner_name": owner}
@@ -148,7 +159,7 @@ def job(name: str, end: int, at: Callable, *, failed: bool, ns: str = NS, owner:
             "kube_job_status_failed",
             {**job_labels, **reason},
             end,
-            lambda m: ("1" if failed else "0") if at(m) else None,
+            lambda m: pods if at(m) else None,
         )
     )
     out.append(
@@ -178,8 +189,9 @@ def humanize_duration(seconds: int) -> str:
 
 def runs_failing(t: Thresholds) -> dict[str, Any]:
     """failed_runs failed Jobs of this CronJob, ten minutes apart; the first is deleted
-    (ttlSecondsAfterFinished) later. Around them: pacing runs that succeeded, and failures that
-    are not this CronJob's (another CronJob, the uninstall hook's Job, another namespace)."""
+    (ttlSecondsAfterFinished) later. Around them: pacing runs that succeeded, one after an
+    evicted pod (a failed pod, not a failed Job), and failures that are not this CronJob's
+    (another CronJob, the uninstall hook's Job, another namespace)."""
     last = 10 * t.failed_runs
     end = last + 40
     input_series = []
@@ -188,6 +200,10 @@ def runs_failing(t: Thresholds) -> dict[str, Any]:
         input_series += job(f"node-holder-{i}", end, between(10 * i, gone), failed=True)
     for i in range(5):
         input_series += job(f"node-holder-pacing-{i}", end, between(0, end + 1), failed=False)
+    # A run whose first pod was evicted (podFailurePolicy Ignore) and whose second succeeded.
+    input_series += job(
+        "node-holder-evicted", end, between(0, end + 1), failed=False, failed_pods=1
+    )
     for i in range(t.failed_runs + 1):
         input_series += job(f"other-{i}", end, between(0, end + 1), failed=True, owner="other")
         input_series += job(f"nh-{i}", end, between(0, end + 1), failed=True, ns="other-ns")
