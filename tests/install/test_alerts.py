@@ -505,7 +505,7 @@ def test_the_rules_scope_to_this_releases_cronjob(helm):
         (
             ("--set", "prometheusRule.failedRuns=4"),
             "prometheusRule.failedRuns: 4 can never fire, only failedJobsHistoryLimit=3 failed "
-            "Jobs are kept; use at most 3, or raise failedJobsHistoryLimit",
+            "Jobs are kept; raise failedJobsHistoryLimit to at least 4, or lower failedRuns",
         ),
         (
             ("--set", "holdMaxDuration=", "--set-string", "prometheusRule.capMargin=15"),
