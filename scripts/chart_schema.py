@@ -272,6 +272,20 @@ def kubernetes_properties() -> dict[str, Any]:
         "tolerations": {"type": ["array", "null"], "items": {"type": "object"}},
         "nodeSelector": _map(),
         "priorityClassName": STR,
+        # The durations' grammar (Prometheus', whole h, m, s) is checked by
+        # templates/prometheusrule.yaml, with a readable message.
+        "prometheusRule": _object(
+            {
+                "enabled": BOOL,
+                "labels": _map(),
+                "failedRuns": {"type": "integer", "minimum": 1},
+                "noSuccessFor": STR,
+                "capMargin": STR,
+                "severity": _object(
+                    dict.fromkeys(("runsFailing", "noSuccessfulRun", "heldBeyondCap"), STR)
+                ),
+            }
+        ),
     }
 
 
