@@ -468,12 +468,12 @@ def test_off_by_default_and_labelled_for_the_rule_selector(helm):
         (("--set", "mechanism=budget"), ALERTS[:2], None),  # no node carries a hold or a stamp
         (("--set", "mechanism=auto"), ALERTS, "2h15m"),
         (
-            ("--set", "holdMaxDuration=PT1H30M", "--set", "prometheusRule.capMargin=1h2m3s"),
+            ("--set", "holdMaxDuration=1.5H", "--set", "prometheusRule.capMargin=1h2m3s"),
             ALERTS,
             "2h32m3s",
         ),
     ],
-    ids=["no-cap", "budget", "auto", "iso-cap"],
+    ids=["no-cap", "budget", "auto", "fraction-cap"],
 )
 def test_the_cap_alert_only_where_a_cap_applies_to_node_holds(helm, values, alerts, wait):
     rule = chart_rule(helm, *values)
