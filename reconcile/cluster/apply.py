@@ -1,4 +1,4 @@
-"""Applying: patches and Events through the run's pool; 409 -> read again -> decide again.
+"""Applying: patches and Events through the run's pace; 409 -> read again -> decide again.
 
 Each node changes in one patch (docs/design.md, "Patches and concurrency"); a stop or the
 deadline starts no new patch; workers take the next patch as they free up, so memory stays flat.
@@ -25,7 +25,7 @@ from reconcile.cluster.errors import (
     Unauthorized,
     Unconfirmed,
 )
-from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
+from reconcile.cluster.pace import DeadlineExceeded, Interrupted, Pace, explain
 from reconcile.cluster.read import read_node
 from reconcile.rule.decide import NodePatch, Plan, Transition
 from reconcile.rule.nodes import MalformedNode
@@ -99,7 +99,7 @@ class _Patcher:
 
     plan: Plan
     kube: Client
-    pool: Pool
+    pace: Pace
     started: float  # time.monotonic() when the plan's `now` was taken, near enough
     #: Why the API refused our identity (401, 403), the first one first: every other patch
     #: would fail the same way, so none is started after it. (list.append is thread-safe.)
@@ -121,16 +121,16 @@ class _Patcher:
 
     def _stopped(self) -> _Ended | None:
         """A stop request, the deadline or a refused identity: start nothing new."""
-        if self.pool.stop.is_set():
+        if self.pace.stop.is_set():
             return Outcome.NOT_SENT, "stopped by signal"
-        if self.pool.deadline.expired:
+        if self.pace.deadline.expired:
             return Outcome.NOT_SENT, "run timeout reached"
         if self.refused:
             return Outcome.NOT_SENT, "not sent after the API refused our identity"
         return None
 
     def _send(self, patch: NodePatch) -> _Ended | None:
-        """The patch, retried as the pool allows; None: read again and decide again."""
+        """The patch, retried as the pace allows; None: read again and decide again."""
 
         def send(timeout: float) -> str:
             return self.kube.patch_node(patch.node, patch.body(), timeout=timeout)
@@ -139,7 +139,7 @@ class _Patcher:
         # the nodes go back to consolidation gently. `release` removes at the full rate.
         ending = self.plan.mode is Mode.RECONCILE and patch.removed and not patch.added
         try:
-            self.pool.retry(send, f"node/{patch.node}: patch", write=True, cost=2 if ending else 1)
+            self.pace.retry(send, f"node/{patch.node}: patch", write=True, cost=2 if ending else 1)
         except SENT_ERRORS as exc:
             if isinstance(exc, Unauthorized | Forbidden):
                 self.refused.append(exc.explain())
@@ -154,7 +154,7 @@ class _Patcher:
     def _decide_again(self, node: str) -> NodePatch | _Ended:
         """The node as it is now, decided again: the next patch, or how it ended."""
         try:
-            fresh = read_node(self.kube, node, self.plan.hold, self.pool)
+            fresh = read_node(self.kube, node, self.plan.hold, self.pace)
         except (ApiError, TransportError, MalformedNode) as exc:
             return Outcome.FAILED, explain(exc)
         except (Interrupted, DeadlineExceeded) as exc:
@@ -170,7 +170,7 @@ class _Patcher:
 def apply_plan(
     plan: Plan,
     kube: Client,
-    pool: Pool,
+    pace: Pace,
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> ApplyResult:
     """Send every patch of the plan, in `write_order`, at the rate the limiter fits to the
@@ -179,8 +179,8 @@ def apply_plan(
     patches = write_order(plan)
     if not patches:
         return ApplyResult(())
-    pool.limiter.fit(len(plan.decisions))
-    patcher = _Patcher(plan, kube, pool, time.monotonic())
+    pace.limiter.fit(len(plan.decisions))
+    patcher = _Patcher(plan, kube, pace, time.monotonic())
     results: list[NodeResult | None] = [None] * len(patches)
     upcoming = iter(enumerate(patches))
     take, report = threading.Lock(), threading.Lock()
@@ -207,7 +207,7 @@ def apply_plan(
 
     threads = [
         threading.Thread(target=work, name=f"patch-{n}", daemon=True)
-        for n in range(max(1, min(pool.workers, len(patches))))
+        for n in range(max(1, min(pace.workers, len(patches))))
     ]
     for thread in threads:
         thread.start()
@@ -216,8 +216,8 @@ def apply_plan(
     done = tuple(r for r in results if r is not None)
     return ApplyResult(
         done,
-        interrupted=pool.stop.is_set(),
-        timed_out=pool.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
+        interrupted=pace.stop.is_set(),
+        timed_out=pace.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
         fatal=patcher.refused[0] if patcher.refused else None,
     )
 
@@ -238,7 +238,7 @@ def record_events(
     plan: Plan,
     transitions: Sequence[Transition],
     run: RunSettings,
-    pool: Pool,
+    pace: Pace,
     describe: Callable[[Transition, Plan], str],
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
     """An Event for each transition, on its node or NodePool, in `describe`'s words; best
@@ -259,7 +259,7 @@ def record_events(
                 at=format_time(plan.now),
                 instance=instance,
             )
-            pool.retry(
+            pace.retry(
                 lambda timeout, e=event: kube.create_event(e, timeout=timeout),
                 f"event {transition.reason} on {where}",
             )

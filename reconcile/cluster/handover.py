@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from reconcile.cluster.client import Client
 from reconcile.cluster.errors import ApiError, NotFound, TransportError
-from reconcile.cluster.pool import DeadlineExceeded, Pool
+from reconcile.cluster.pace import DeadlineExceeded, Pace
 from reconcile.rule.settings import CronJobRef
 
 log = logging.getLogger("reconcile")
@@ -70,10 +70,10 @@ def suspend_and_wait(
 
 
 def _retried(kube: Client, call: Callable[[float], T], what: str) -> T:
-    """One request on the runs' own request path (reconcile.cluster.pool: 429 after its
+    """One request on the runs' own request path (reconcile.cluster.pace: 429 after its
     Retry-After, 5xx and lost connections, with capped jittered backoff), within its own
     REQUEST_RETRY_SECONDS: the run's deadline starts after the hand-over."""
-    return Pool.start(REQUEST_RETRY_SECONDS, kube.request_timeout).retry(call, what)
+    return Pace.start(REQUEST_RETRY_SECONDS, kube.request_timeout).retry(call, what)
 
 
 def _suspend(kube: Client, ref: CronJobRef, dry_run: bool) -> dict[str, Any] | None:
