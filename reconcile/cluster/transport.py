@@ -329,17 +329,12 @@ def http_date(raw: str | None) -> datetime | None:
 
 
 def retry_after(raw: str | None) -> float | None:
-    """Retry-After in seconds (delta-seconds or an HTTP date); None: not given, or not a finite,
-    non-negative number (`nan`, `-1`), so the caller falls back to its normal backoff."""
-    if raw is None:
-        return None
+    """Retry-After in seconds, as kube-apiserver sends it; None: not given, an HTTP date, or not
+    a finite, non-negative number (`nan`, `-1`), so the caller falls back to its normal backoff."""
     try:
-        seconds = float(raw)
+        seconds = float(raw or "")
     except ValueError:
-        moment = http_date(raw)
-        if moment is None:
-            return None
-        return max((moment - datetime.now(UTC)).total_seconds(), 0.0)
+        return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
