@@ -1,8 +1,11 @@
 """The way to the API server: a urllib3 pool built from a `Connection`, and one request at a time.
 
+The project's own client on urllib3 (what the official client is built on), not the `kubernetes`
+package: a run needs metadata-only list pages, one deadline on a whole answer (urllib3 bounds
+each read) and its own retry and write-rate policy (reconcile.cluster.pace), and importing the
+package would cost about a third of a steady run at 5,000 nodes: docs/design.md, "Dependencies".
 How requests stay cheap and bounded: docs/performance.md ("What keeps it cheap", "Deadlines and
-signals"); how credentials are renewed: docs/operations-notes.md. No retries hide below our own
-policy (reconcile.cluster.pool); nothing here imports `kubernetes` (about 0.3 s).
+signals"); how credentials are renewed: docs/operations-notes.md. No retries hide below ours.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ class Transport:
         self._auth: dict[str, str] = {}
         self._auth_until = float("-inf")
         self._watchdog = _Watchdog()
-        hosted._get_conn = self._watchdog.attaching(hosted._get_conn)
+        hosted.ConnectionCls = _watched(hosted.ConnectionCls, self._watchdog)
 
     def stop_on(self, stop: threading.Event) -> None:
         """Once `stop` is set, requests in flight get STOP_GRACE seconds, then are cut."""
@@ -265,17 +268,11 @@ class _Watchdog:
             with self._lock:
                 self._calls.discard(call)
 
-    def attaching(self, get_conn: Callable[..., Any]) -> Callable[..., Any]:
-        """Wrap a pool's `_get_conn`: the connection a request takes is the one to watch."""
-
-        def attach(*args: Any, **kwargs: Any) -> Any:
-            conn = get_conn(*args, **kwargs)
-            call = getattr(self._local, "call", None)
-            if call is not None:
-                call.conn = conn
-            return conn
-
-        return attach
+    def attach(self, conn: Any) -> None:
+        """`conn` is the connection the current thread's request connects or sends on."""
+        call = getattr(self._local, "call", None)
+        if call is not None:
+            call.conn = conn
 
     def _watch(self) -> None:
         idle_since = time.monotonic()
@@ -309,6 +306,22 @@ def _shut(call: _Call, why: str) -> None:
     with suppress(OSError):
         # The plain socket's shutdown, even under TLS: the reading thread owns the TLS state.
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _watched(connection_class: type, watchdog: _Watchdog) -> type:
+    """The pool's own connection class (plain, TLS, SOCKS), subclassed to tell the watchdog
+    which connection a request connects (a TLS handshake, a proxy's CONNECT) and sends on."""
+
+    class Watched(connection_class):  # type: ignore[valid-type,misc]
+        def connect(self) -> None:
+            watchdog.attach(self)
+            super().connect()
+
+        def request(self, *args: Any, **kwargs: Any) -> None:
+            watchdog.attach(self)
+            super().request(*args, **kwargs)
+
+    return Watched
 
 
 # --- headers and failures, in words ------------------------------------------------
