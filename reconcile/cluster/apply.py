@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
+from typing import TypeVar
 
 from reconcile.cluster.client import Client, make_event
 from reconcile.cluster.errors import (
@@ -89,8 +90,51 @@ def outcome_of(exc: Exception) -> Outcome | None:
     return next(outcome for kind, outcome in OUTCOMES if isinstance(exc, kind))
 
 
-#: How one node's patch ended: its outcome, and why if it was not patched.
-_Ended = tuple[Outcome, str | None]
+#: How a patch ended: its outcome, and why if it was not patched.
+Ended = tuple[Outcome, str | None]
+#: How one try ended; an outcome of None: the object changed since it was read (or the patch
+#: may have landed), so read it again and decide again; the text says why.
+Tried = tuple[Outcome | None, str | None]
+P = TypeVar("P")
+
+
+def patch_until_settled(
+    planned: P,
+    send: Callable[[P], Tried],
+    decide_again: Callable[[P, str | None], P | Ended],
+    pace: Pace,
+    *,
+    gave_up: str,
+    refused: Sequence[str] = (),
+) -> tuple[P, Ended, int]:
+    """The one conflict loop, for a node's patch and a NodePool's: send (its resourceVersion a
+    precondition); changed since read: read again and decide again (`decide_again`: the next
+    patch, or how it ended, given why the send did not land), at most MAX_CONFLICTS times. A
+    stop, the deadline or a `refused` identity starts no new try. Returns the patch last sent,
+    how it ended (`gave_up`: the words for too many conflicts), and how many it met."""
+    current, conflicts = planned, 0
+    while True:
+        outcome, why = _stopped(pace, refused) or send(current)
+        if outcome is not None:
+            return current, (outcome, why), conflicts
+        conflicts += 1
+        if conflicts > MAX_CONFLICTS:
+            return current, (Outcome.FAILED, f"{gave_up} after {MAX_CONFLICTS} re-reads"), conflicts
+        again = decide_again(current, why)
+        if isinstance(again, tuple):
+            return current, again, conflicts
+        current = again
+
+
+def _stopped(pace: Pace, refused: Sequence[str]) -> Ended | None:
+    """A stop request, the deadline or a refused identity: start nothing new."""
+    if pace.stop.is_set():
+        return Outcome.NOT_SENT, "stopped by signal"
+    if pace.deadline.expired:
+        return Outcome.NOT_SENT, "run timeout reached"
+    if refused:
+        return Outcome.NOT_SENT, "not sent after the API refused our identity"
+    return None
 
 
 @dataclass(frozen=True)
@@ -106,31 +150,18 @@ class _Patcher:
     refused: list[str] = field(default_factory=list)
 
     def patch(self, planned: NodePatch) -> NodeResult:
-        current, conflicts = planned, 0  # the patch sent now, after how many conflicts
-        while True:
-            ended = self._stopped() or self._send(current)
-            if ended is None:
-                conflicts += 1
-                if conflicts > MAX_CONFLICTS:
-                    ended = (Outcome.FAILED, f"still conflicting after {MAX_CONFLICTS} re-reads")
-                else:
-                    ended = self._decide_again(planned.node)
-            if not isinstance(ended, NodePatch):
-                return NodeResult(planned.node, ended[0], current, conflicts, ended[1])
-            current = ended
+        sent, (outcome, error), conflicts = patch_until_settled(
+            planned,
+            self._send,
+            self._decide_again,
+            self.pace,
+            gave_up="still conflicting",
+            refused=self.refused,
+        )
+        return NodeResult(planned.node, outcome, sent, conflicts, error)
 
-    def _stopped(self) -> _Ended | None:
-        """A stop request, the deadline or a refused identity: start nothing new."""
-        if self.pace.stop.is_set():
-            return Outcome.NOT_SENT, "stopped by signal"
-        if self.pace.deadline.expired:
-            return Outcome.NOT_SENT, "run timeout reached"
-        if self.refused:
-            return Outcome.NOT_SENT, "not sent after the API refused our identity"
-        return None
-
-    def _send(self, patch: NodePatch) -> _Ended | None:
-        """The patch, retried as the pace allows; None: read again and decide again."""
+    def _send(self, patch: NodePatch) -> Tried:
+        """The patch, retried as the pace allows."""
 
         def send(timeout: float) -> str:
             return self.kube.patch_node(patch.node, patch.body(), timeout=timeout)
@@ -147,14 +178,13 @@ class _Patcher:
             if outcome is None:
                 why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
                 log.info("node/%s: %s; reading it again", patch.node, why)
-                return None
-            return outcome, None if outcome is Outcome.GONE else explain(exc)
+            return outcome, None if outcome in (None, Outcome.GONE) else explain(exc)
         return Outcome.PATCHED, None
 
-    def _decide_again(self, node: str) -> NodePatch | _Ended:
+    def _decide_again(self, patch: NodePatch, _why: str | None) -> NodePatch | Ended:
         """The node as it is now, decided again: the next patch, or how it ended."""
         try:
-            fresh = read_node(self.kube, node, self.plan.hold, self.pace)
+            fresh = read_node(self.kube, patch.node, self.plan.hold, self.pace)
         except (ApiError, TransportError, MalformedNode) as exc:
             return Outcome.FAILED, explain(exc)
         except (Interrupted, DeadlineExceeded) as exc:

@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from reconcile.cluster.apply import MAX_CONFLICTS, SENT_ERRORS, Outcome, outcome_of
+from reconcile.cluster.apply import (
+    SENT_ERRORS,
+    Ended,
+    Outcome,
+    Tried,
+    outcome_of,
+    patch_until_settled,
+)
 from reconcile.cluster.client import Client
 from reconcile.cluster.errors import ApiError, Forbidden, NotFound, TransportError
 from reconcile.cluster.pace import DeadlineExceeded, Pace, explain
@@ -65,31 +72,34 @@ def apply_pools(
 
 
 def _send(patch: PoolPatch, plan: Plan, kube: Client, pace: Pace) -> PoolResult:
-    """One NodePool's patch. A failed `test` (422) or an unreadable answer: read it again and
-    decide again; if it had not changed, the 422 was no failed `test` (the CRD's validation,
-    an admission policy) and the patch failed."""
+    """One NodePool's patch, through the conflict loop nodes use: a failed `test` (422) or an
+    unreadable answer reads it again and decides again; if it had not changed, the 422 was no
+    failed `test` (the CRD's validation, an admission policy) and the patch failed."""
     name = patch.pool.name
-    for _ in range(MAX_CONFLICTS + 1):
+
+    def send(patch: PoolPatch) -> Tried:
         try:
             ops = patch.body()
             pace.retry(
-                lambda t, ops=ops: kube.nodepool(name, ops, timeout=t),
-                f"nodepool/{name}: patch",
-                write=True,
+                lambda t: kube.nodepool(name, ops, timeout=t), f"nodepool/{name}: patch", write=True
             )
-            return PoolResult(patch, Outcome.PATCHED)
         except SENT_ERRORS as exc:
             tested = isinstance(exc, ApiError) and exc.status == 422
-            outcome, error = None if tested else outcome_of(exc), explain(exc)
-        if outcome is not None:
-            return PoolResult(patch, outcome, error)
+            return None if tested else outcome_of(exc), explain(exc)
+        return Outcome.PATCHED, None
+
+    def decide_again(patch: PoolPatch, why: str | None) -> PoolPatch | Ended:
         try:
             found = pace.retry(lambda t: kube.nodepool(name, timeout=t), f"nodepool/{name}: get")
         except SENT_ERRORS as exc:
-            return PoolResult(patch, outcome_of(exc) or Outcome.FAILED, explain(exc))
+            return outcome_of(exc) or Outcome.FAILED, explain(exc)
         fresh = pool_view(found)
         again = decide_pool(fresh, plan)
         if again is None or fresh == patch.pool:
-            return PoolResult(patch, Outcome.FAILED if again else Outcome.SETTLED, error)
-        patch = again
-    return PoolResult(patch, Outcome.FAILED, f"still changing after {MAX_CONFLICTS} re-reads")
+            return Outcome.FAILED if again else Outcome.SETTLED, why
+        return again
+
+    sent, (outcome, error), _ = patch_until_settled(
+        patch, send, decide_again, pace, gave_up="still changing"
+    )
+    return PoolResult(sent, outcome, error)
