@@ -34,7 +34,7 @@ from reconcile.rule.settings import Mode, RunSettings, format_time
 
 log = logging.getLogger(__name__)
 
-MAX_CONFLICTS = 5  # 409 -> re-read -> decide again, at most this many times per node
+MAX_CONFLICTS = 5  # 409 -> re-read -> decide again, at most this many times a patch
 
 
 class Outcome(StrEnum):
