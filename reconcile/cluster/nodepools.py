@@ -77,9 +77,9 @@ def _send(patch: PoolPatch, plan: Plan, kube: Client, pace: Pace) -> PoolResult:
     failed `test` (the CRD's validation, an admission policy) and the patch failed."""
     name = patch.pool.name
 
-    def send(patch: PoolPatch) -> Tried:
+    def send(change: PoolPatch) -> Tried:
         try:
-            ops = patch.body()
+            ops = change.body()
             pace.retry(
                 lambda t: kube.nodepool(name, ops, timeout=t), f"nodepool/{name}: patch", write=True
             )
@@ -88,18 +88,18 @@ def _send(patch: PoolPatch, plan: Plan, kube: Client, pace: Pace) -> PoolResult:
             return None if tested else outcome_of(exc), explain(exc)
         return Outcome.PATCHED, None
 
-    def decide_again(patch: PoolPatch, why: str | None) -> PoolPatch | Ended:
+    def decide_again(sent: PoolPatch, why: str | None) -> PoolPatch | Ended:
         try:
             found = pace.retry(lambda t: kube.nodepool(name, timeout=t), f"nodepool/{name}: get")
         except SENT_ERRORS as exc:
             return outcome_of(exc) or Outcome.FAILED, explain(exc)
         fresh = pool_view(found)
         again = decide_pool(fresh, plan)
-        if again is None or fresh == patch.pool:
+        if again is None or fresh == sent.pool:
             return Outcome.FAILED if again else Outcome.SETTLED, why
         return again
 
-    sent, (outcome, error), _ = patch_until_settled(
+    last, (outcome, error), _ = patch_until_settled(
         patch, send, decide_again, pace, gave_up="still changing"
     )
-    return PoolResult(sent, outcome, error)
+    return PoolResult(last, outcome, error)
