@@ -6,7 +6,7 @@ estimated here): the writes per hold edge (a hold start or a hold end) and per e
 node during a hold), the default write rate, the time to cover the cluster and how many CronJob
 runs that takes, the watch events the writes cause, and the write rate over a hold start.
 
-The annotation rows come from a model: the real rate limiter (reconcile/cluster/pool.py,
+The annotation rows come from a model: the real rate limiter (reconcile/cluster/pace.py,
 `RateLimiter`: `--qps auto`, a hold end at half the rate) on a fake clock, WORKERS workers whose
 patches take LATENCY each, a run started every INTERVAL that starts up, lists the nodes and
 writes until its TIMEOUT. The model has no back-off in it: a healthy control plane. The
@@ -44,7 +44,7 @@ from measure import REPO, child_env, python_cmd
 
 sys.path.insert(0, str(REPO))  # the API test server is tests.kubeapi
 
-from reconcile.cluster.pool import Deadline, DeadlineExceeded, RateLimiter
+from reconcile.cluster.pace import Deadline, DeadlineExceeded, RateLimiter
 from reconcile.simulate.report import level_line
 from tests.kubeapi.apiserver import ApiServer
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from reconcile.cluster.apply import ApplyResult, NodeResult, Outcome, apply_plan, record_events
 from reconcile.cluster.client import Client
 from reconcile.cluster.nodepools import PoolResult, Pools, apply_pools, read_pools
-from reconcile.cluster.pool import Backoff, Pool
+from reconcile.cluster.pace import Backoff, Pace
 from reconcile.cluster.read import Listing, read_nodes
 from reconcile.rule import budget
 from reconcile.rule.decide import MAX_EVENTS, Plan, Transition, decide, recorded_events
@@ -59,7 +59,7 @@ def run_once(
     `describe` words each Event (the rule never words); `backoff` lets fault tests skip the real
     pauses; `on_result` sees each result as its patch lands (see apply_plan).
     """
-    pool = Pool.start(
+    pace = Pace.start(
         run.timeout.total_seconds(),
         kube.request_timeout,
         workers=run.workers,
@@ -67,10 +67,10 @@ def run_once(
         stop=stop,
         backoff=backoff,
     )
-    kube.stop_on(pool.stop)
+    kube.stop_on(pace.stop)
     with _gc_paused():
-        listing = read_nodes(kube, hold, run, pool)
-        pools = read_pools(kube, hold, run, pool)
+        listing = read_nodes(kube, hold, run, pace)
+        pools = read_pools(kube, hold, run, pace)
         hold = replace(hold, budgeted=budget.budgeted(pools.views, listing.nodes, hold))
         plan = decide(listing.nodes, listing.now, hold, run.mode)
         patches = tuple(filter(None, (budget.decide_pool(p, plan) for p in pools.views)))
@@ -81,13 +81,13 @@ def run_once(
     if run.dry_run:
         return replace(result, pools=pools)
     # NodePools first: a budget entry that takes over from annotations lands before they go.
-    pools = apply_pools(pools, plan, kube, pool, on_result or (lambda _: None))
-    applied = apply_plan(plan, kube, pool, on_result)
+    pools = apply_pools(pools, plan, kube, pace, on_result or (lambda _: None))
+    applied = apply_plan(plan, kube, pace, on_result)
     landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
     done = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]
     on_pools = [t for t in done if t][:MAX_EVENTS]  # the run's bound, for NodePools too
     transitions = [*on_pools, *recorded_events(plan.transitions, landed)]
-    events, errors = record_events(kube, plan, transitions, run, pool, describe)
+    events, errors = record_events(kube, plan, transitions, run, pace, describe)
     return replace(
         result,
         applied=applied,

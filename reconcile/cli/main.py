@@ -193,7 +193,7 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
     """Connect, hand over from the CronJob (release --suspend-cronjob), run once, report."""
     # Imported here: --help, settings errors and simulate need none of it.
     from reconcile.cli import report  # noqa: PLC0415
-    from reconcile.cluster import access, client, handover, pool, read  # noqa: PLC0415
+    from reconcile.cluster import access, client, handover, pace, read  # noqa: PLC0415
     from reconcile.run import run_once  # noqa: PLC0415
 
     for warning in report.unread_keys(hold, run):
@@ -225,7 +225,7 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
         )
     except (handover.HandoverFailed, read.ListFailed) as exc:
         raise RuntimeFailure(str(exc)) from None
-    except pool.Interrupted:
+    except pace.Interrupted:
         raise RuntimeFailure(
             "stopped by a signal while listing nodes; nothing was changed"
         ) from None

@@ -1,4 +1,4 @@
-"""Applying: patches and Events through the run's pool; 409 -> read again -> decide again.
+"""Applying: patches and Events through the run's pace; 409 -> read again -> decide again.
 
 Each node changes in one patch (docs/design.md, "Patches and concurrency"); a stop or the
 deadline starts no new patch; workers take the next patch as they free up, so memory stays flat.
@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
+from typing import TypeVar
 
 from reconcile.cluster.client import Client, make_event
 from reconcile.cluster.errors import (
@@ -25,7 +26,7 @@ from reconcile.cluster.errors import (
     Unauthorized,
     Unconfirmed,
 )
-from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
+from reconcile.cluster.pace import DeadlineExceeded, Interrupted, Pace, explain
 from reconcile.cluster.read import read_node
 from reconcile.rule.decide import NodePatch, Plan, Transition
 from reconcile.rule.nodes import MalformedNode
@@ -33,7 +34,7 @@ from reconcile.rule.settings import Mode, RunSettings, format_time
 
 log = logging.getLogger(__name__)
 
-MAX_CONFLICTS = 5  # 409 -> re-read -> decide again, at most this many times per node
+MAX_CONFLICTS = 5  # 409 -> re-read -> decide again, at most this many times a patch
 
 
 class Outcome(StrEnum):
@@ -89,8 +90,51 @@ def outcome_of(exc: Exception) -> Outcome | None:
     return next(outcome for kind, outcome in OUTCOMES if isinstance(exc, kind))
 
 
-#: How one node's patch ended: its outcome, and why if it was not patched.
-_Ended = tuple[Outcome, str | None]
+#: How a patch ended: its outcome, and why if it was not patched.
+Ended = tuple[Outcome, str | None]
+#: How one try ended; an outcome of None: the object changed since it was read (or the patch
+#: may have landed), so read it again and decide again; the text says why.
+Tried = tuple[Outcome | None, str | None]
+P = TypeVar("P")
+
+
+def patch_until_settled(
+    planned: P,
+    send: Callable[[P], Tried],
+    decide_again: Callable[[P, str | None], P | Ended],
+    pace: Pace,
+    *,
+    gave_up: str,
+    refused: Sequence[str] = (),
+) -> tuple[P, Ended, int]:
+    """The one conflict loop, for a node's patch and a NodePool's: send (its resourceVersion a
+    precondition); changed since read: read again and decide again (`decide_again`: the next
+    patch, or how it ended, given why the send did not land), at most MAX_CONFLICTS times. A
+    stop, the deadline or a `refused` identity starts no new try. Returns the patch last sent,
+    how it ended (`gave_up`: the words for too many conflicts), and how many it met."""
+    current, conflicts = planned, 0
+    while True:
+        outcome, why = _stopped(pace, refused) or send(current)
+        if outcome is not None:
+            return current, (outcome, why), conflicts
+        conflicts += 1
+        if conflicts > MAX_CONFLICTS:
+            return current, (Outcome.FAILED, f"{gave_up} after {MAX_CONFLICTS} re-reads"), conflicts
+        again = decide_again(current, why)
+        if isinstance(again, tuple):
+            return current, again, conflicts
+        current = again
+
+
+def _stopped(pace: Pace, refused: Sequence[str]) -> Ended | None:
+    """A stop request, the deadline or a refused identity: start nothing new."""
+    if pace.stop.is_set():
+        return Outcome.NOT_SENT, "stopped by signal"
+    if pace.deadline.expired:
+        return Outcome.NOT_SENT, "run timeout reached"
+    if refused:
+        return Outcome.NOT_SENT, "not sent after the API refused our identity"
+    return None
 
 
 @dataclass(frozen=True)
@@ -99,38 +143,25 @@ class _Patcher:
 
     plan: Plan
     kube: Client
-    pool: Pool
+    pace: Pace
     started: float  # time.monotonic() when the plan's `now` was taken, near enough
     #: Why the API refused our identity (401, 403), the first one first: every other patch
     #: would fail the same way, so none is started after it. (list.append is thread-safe.)
     refused: list[str] = field(default_factory=list)
 
     def patch(self, planned: NodePatch) -> NodeResult:
-        current, conflicts = planned, 0  # the patch sent now, after how many conflicts
-        while True:
-            ended = self._stopped() or self._send(current)
-            if ended is None:
-                conflicts += 1
-                if conflicts > MAX_CONFLICTS:
-                    ended = (Outcome.FAILED, f"still conflicting after {MAX_CONFLICTS} re-reads")
-                else:
-                    ended = self._decide_again(planned.node)
-            if not isinstance(ended, NodePatch):
-                return NodeResult(planned.node, ended[0], current, conflicts, ended[1])
-            current = ended
+        sent, (outcome, error), conflicts = patch_until_settled(
+            planned,
+            self._send,
+            self._decide_again,
+            self.pace,
+            gave_up="still conflicting",
+            refused=self.refused,
+        )
+        return NodeResult(planned.node, outcome, sent, conflicts, error)
 
-    def _stopped(self) -> _Ended | None:
-        """A stop request, the deadline or a refused identity: start nothing new."""
-        if self.pool.stop.is_set():
-            return Outcome.NOT_SENT, "stopped by signal"
-        if self.pool.deadline.expired:
-            return Outcome.NOT_SENT, "run timeout reached"
-        if self.refused:
-            return Outcome.NOT_SENT, "not sent after the API refused our identity"
-        return None
-
-    def _send(self, patch: NodePatch) -> _Ended | None:
-        """The patch, retried as the pool allows; None: read again and decide again."""
+    def _send(self, patch: NodePatch) -> Tried:
+        """The patch, retried as the pace allows."""
 
         def send(timeout: float) -> str:
             return self.kube.patch_node(patch.node, patch.body(), timeout=timeout)
@@ -139,7 +170,7 @@ class _Patcher:
         # the nodes go back to consolidation gently. `release` removes at the full rate.
         ending = self.plan.mode is Mode.RECONCILE and patch.removed and not patch.added
         try:
-            self.pool.retry(send, f"node/{patch.node}: patch", write=True, cost=2 if ending else 1)
+            self.pace.retry(send, f"node/{patch.node}: patch", write=True, cost=2 if ending else 1)
         except SENT_ERRORS as exc:
             if isinstance(exc, Unauthorized | Forbidden):
                 self.refused.append(exc.explain())
@@ -147,14 +178,13 @@ class _Patcher:
             if outcome is None:
                 why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
                 log.info("node/%s: %s; reading it again", patch.node, why)
-                return None
-            return outcome, None if outcome is Outcome.GONE else explain(exc)
+            return outcome, None if outcome in (None, Outcome.GONE) else explain(exc)
         return Outcome.PATCHED, None
 
-    def _decide_again(self, node: str) -> NodePatch | _Ended:
+    def _decide_again(self, patch: NodePatch, _why: str | None) -> NodePatch | Ended:
         """The node as it is now, decided again: the next patch, or how it ended."""
         try:
-            fresh = read_node(self.kube, node, self.plan.hold, self.pool)
+            fresh = read_node(self.kube, patch.node, self.plan.hold, self.pace)
         except (ApiError, TransportError, MalformedNode) as exc:
             return Outcome.FAILED, explain(exc)
         except (Interrupted, DeadlineExceeded) as exc:
@@ -170,7 +200,7 @@ class _Patcher:
 def apply_plan(
     plan: Plan,
     kube: Client,
-    pool: Pool,
+    pace: Pace,
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> ApplyResult:
     """Send every patch of the plan, in `write_order`, at the rate the limiter fits to the
@@ -179,8 +209,8 @@ def apply_plan(
     patches = write_order(plan)
     if not patches:
         return ApplyResult(())
-    pool.limiter.fit(len(plan.decisions))
-    patcher = _Patcher(plan, kube, pool, time.monotonic())
+    pace.limiter.fit(len(plan.decisions))
+    patcher = _Patcher(plan, kube, pace, time.monotonic())
     results: list[NodeResult | None] = [None] * len(patches)
     upcoming = iter(enumerate(patches))
     take, report = threading.Lock(), threading.Lock()
@@ -207,7 +237,7 @@ def apply_plan(
 
     threads = [
         threading.Thread(target=work, name=f"patch-{n}", daemon=True)
-        for n in range(max(1, min(pool.workers, len(patches))))
+        for n in range(max(1, min(pace.workers, len(patches))))
     ]
     for thread in threads:
         thread.start()
@@ -216,8 +246,8 @@ def apply_plan(
     done = tuple(r for r in results if r is not None)
     return ApplyResult(
         done,
-        interrupted=pool.stop.is_set(),
-        timed_out=pool.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
+        interrupted=pace.stop.is_set(),
+        timed_out=pace.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
         fatal=patcher.refused[0] if patcher.refused else None,
     )
 
@@ -238,7 +268,7 @@ def record_events(
     plan: Plan,
     transitions: Sequence[Transition],
     run: RunSettings,
-    pool: Pool,
+    pace: Pace,
     describe: Callable[[Transition, Plan], str],
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
     """An Event for each transition, on its node or NodePool, in `describe`'s words; best
@@ -259,7 +289,7 @@ def record_events(
                 at=format_time(plan.now),
                 instance=instance,
             )
-            pool.retry(
+            pace.retry(
                 lambda timeout, e=event: kube.create_event(e, timeout=timeout),
                 f"event {transition.reason} on {where}",
             )

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from reconcile.cluster.client import Client
 from reconcile.cluster.errors import ApiError, NotFound, TransportError
-from reconcile.cluster.pool import DeadlineExceeded, Pool
+from reconcile.cluster.pace import DeadlineExceeded, Pace, explain
 from reconcile.rule.settings import CronJobRef
 
 log = logging.getLogger("reconcile")
@@ -70,10 +70,10 @@ def suspend_and_wait(
 
 
 def _retried(kube: Client, call: Callable[[float], T], what: str) -> T:
-    """One request on the runs' own request path (reconcile.cluster.pool: 429 after its
+    """One request on the runs' own request path (reconcile.cluster.pace: 429 after its
     Retry-After, 5xx and lost connections, with capped jittered backoff), within its own
     REQUEST_RETRY_SECONDS: the run's deadline starts after the hand-over."""
-    return Pool.start(REQUEST_RETRY_SECONDS, kube.request_timeout).retry(call, what)
+    return Pace.start(REQUEST_RETRY_SECONDS, kube.request_timeout).retry(call, what)
 
 
 def _suspend(kube: Client, ref: CronJobRef, dry_run: bool) -> dict[str, Any] | None:
@@ -88,7 +88,7 @@ def _suspend(kube: Client, ref: CronJobRef, dry_run: bool) -> dict[str, Any] | N
         log.warning("cronjob %s not found: nothing to suspend or wait for", ref)
         return None
     except (ApiError, TransportError, DeadlineExceeded) as exc:
-        raise HandoverFailed(f"could not suspend cronjob {ref}: {_why(exc)}") from None
+        raise HandoverFailed(f"could not suspend cronjob {ref}: {explain(exc)}") from None
 
 
 def _running(kube: Client, ref: CronJobRef, uid: str | None) -> tuple[str, ...]:
@@ -98,7 +98,7 @@ def _running(kube: Client, ref: CronJobRef, uid: str | None) -> tuple[str, ...]:
             kube, lambda t: kube.list_jobs(ref.namespace, timeout=t), f"list jobs in {ref}"
         )
     except (ApiError, TransportError, DeadlineExceeded) as exc:
-        raise HandoverFailed(f"could not list the jobs of cronjob {ref}: {_why(exc)}") from None
+        raise HandoverFailed(f"could not list the jobs of cronjob {ref}: {explain(exc)}") from None
     names = (j["metadata"]["name"] for j in jobs if _of(j, ref, uid) and not _finished(j))
     return tuple(sorted(names))
 
@@ -110,10 +110,6 @@ def _of(job: dict[str, Any], ref: CronJobRef, uid: str | None) -> bool:
         o.get("kind") == "CronJob" and (o.get("uid") == uid or o.get("name") == ref.name)
         for o in owners
     )
-
-
-def _why(exc: Exception) -> str:
-    return exc.explain() if isinstance(exc, ApiError) else str(exc)
 
 
 def _run_bound(cronjob: dict[str, Any]) -> float:

@@ -6,10 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from reconcile.cluster.apply import MAX_CONFLICTS, SENT_ERRORS, Outcome, outcome_of
+from reconcile.cluster.apply import (
+    SENT_ERRORS,
+    Ended,
+    Outcome,
+    Tried,
+    outcome_of,
+    patch_until_settled,
+)
 from reconcile.cluster.client import Client
 from reconcile.cluster.errors import ApiError, Forbidden, NotFound, TransportError
-from reconcile.cluster.pool import DeadlineExceeded, Pool, explain
+from reconcile.cluster.pace import DeadlineExceeded, Pace, explain
 from reconcile.cluster.read import ListFailed
 from reconcile.rule.budget import PoolPatch, PoolView, decide_pool, pool_view
 from reconcile.rule.decide import Plan
@@ -37,13 +44,13 @@ class Pools:
         return tuple(r for r in self.results if r.outcome in (Outcome.FAILED, Outcome.NOT_SENT))
 
 
-def read_pools(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -> Pools:
+def read_pools(kube: Client, hold: HoldSettings, run: RunSettings, pace: Pace) -> Pools:
     """Every NodePool, for budgets and for release (whatever the mechanism); no NodePool API
     (404): none. Unreadable: the run changes nothing (ListFailed); release says why, goes on."""
     if run.mode is not Mode.RELEASE and not hold.mechanism.budgets:
         return Pools()  # (pin and unpin: no mechanism)
     try:
-        items = pool.retry(lambda timeout: kube.list_nodepools(timeout=timeout), "list nodepools")
+        items = pace.retry(lambda timeout: kube.list_nodepools(timeout=timeout), "list nodepools")
     except NotFound:
         return Pools()
     except (ApiError, TransportError, DeadlineExceeded) as exc:
@@ -54,42 +61,45 @@ def read_pools(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -
 
 
 def apply_pools(
-    pools: Pools, plan: Plan, kube: Client, pool: Pool, on_result: Callable[[PoolResult], None]
+    pools: Pools, plan: Plan, kube: Client, pace: Pace, on_result: Callable[[PoolResult], None]
 ) -> Pools:
     """Each NodePool's patch, one after the other (a few); `on_result` hears each as it lands."""
     results = []
     for patch in pools.patches:
-        results.append(_send(patch, plan, kube, pool))
+        results.append(_send(patch, plan, kube, pace))
         on_result(results[-1])
     return replace(pools, results=tuple(results))
 
 
-def _send(patch: PoolPatch, plan: Plan, kube: Client, pool: Pool) -> PoolResult:
-    """One NodePool's patch. A failed `test` (422) or an unreadable answer: read it again and
-    decide again; if it had not changed, the 422 was no failed `test` (the CRD's validation,
-    an admission policy) and the patch failed."""
+def _send(patch: PoolPatch, plan: Plan, kube: Client, pace: Pace) -> PoolResult:
+    """One NodePool's patch, through the conflict loop nodes use: a failed `test` (422) or an
+    unreadable answer reads it again and decides again; if it had not changed, the 422 was no
+    failed `test` (the CRD's validation, an admission policy) and the patch failed."""
     name = patch.pool.name
-    for _ in range(MAX_CONFLICTS + 1):
+
+    def send(change: PoolPatch) -> Tried:
         try:
-            ops = patch.body()
-            pool.retry(
-                lambda t, ops=ops: kube.nodepool(name, ops, timeout=t),
-                f"nodepool/{name}: patch",
-                write=True,
+            ops = change.body()
+            pace.retry(
+                lambda t: kube.nodepool(name, ops, timeout=t), f"nodepool/{name}: patch", write=True
             )
-            return PoolResult(patch, Outcome.PATCHED)
         except SENT_ERRORS as exc:
             tested = isinstance(exc, ApiError) and exc.status == 422
-            outcome, error = None if tested else outcome_of(exc), explain(exc)
-        if outcome is not None:
-            return PoolResult(patch, outcome, error)
+            return None if tested else outcome_of(exc), explain(exc)
+        return Outcome.PATCHED, None
+
+    def decide_again(sent: PoolPatch, why: str | None) -> PoolPatch | Ended:
         try:
-            found = pool.retry(lambda t: kube.nodepool(name, timeout=t), f"nodepool/{name}: get")
+            found = pace.retry(lambda t: kube.nodepool(name, timeout=t), f"nodepool/{name}: get")
         except SENT_ERRORS as exc:
-            return PoolResult(patch, outcome_of(exc) or Outcome.FAILED, explain(exc))
+            return outcome_of(exc) or Outcome.FAILED, explain(exc)
         fresh = pool_view(found)
         again = decide_pool(fresh, plan)
-        if again is None or fresh == patch.pool:
-            return PoolResult(patch, Outcome.FAILED if again else Outcome.SETTLED, error)
-        patch = again
-    return PoolResult(patch, Outcome.FAILED, f"still changing after {MAX_CONFLICTS} re-reads")
+        if again is None or fresh == sent.pool:
+            return Outcome.FAILED if again else Outcome.SETTLED, why
+        return again
+
+    last, (outcome, error), _ = patch_until_settled(
+        patch, send, decide_again, pace, gave_up="still changing"
+    )
+    return PoolResult(last, outcome, error)

@@ -14,7 +14,7 @@ from typing import Any
 
 from reconcile.cluster.client import Client, Page
 from reconcile.cluster.errors import ApiError, Gone, NotFound, TransportError
-from reconcile.cluster.pool import DeadlineExceeded, Interrupted, Pool, explain
+from reconcile.cluster.pace import DeadlineExceeded, Interrupted, Pace, explain
 from reconcile.rule.nodes import MalformedNode, NodeView, node_view
 from reconcile.rule.settings import HoldSettings, RunSettings
 
@@ -58,7 +58,7 @@ def _viewer(hold: HoldSettings) -> View:
     return lambda metadata: node_view(metadata, annotations, labels)
 
 
-def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -> Listing:
+def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pace: Pace) -> Listing:
     """Every node, or with `run.only` (pin, unpin) the named ones that exist, or an
     exception: a partial reading is never returned."""
     view = _viewer(hold)
@@ -67,9 +67,9 @@ def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -
     while True:
         try:
             if run.only:
-                nodes, pages, server_now = _named(kube, view, run.only, pool)
+                nodes, pages, server_now = _named(kube, view, run.only, pace)
             else:
-                nodes, pages, server_now = _all_pages(kube, view, run, pool)
+                nodes, pages, server_now = _all_pages(kube, view, run, pace)
             break
         except Gone as exc:
             if restarts >= LIST_RESTARTS:
@@ -86,7 +86,7 @@ def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pool: Pool) -
 
 
 def _all_pages(
-    kube: Client, view: View, run: RunSettings, pool: Pool
+    kube: Client, view: View, run: RunSettings, pace: Pace
 ) -> tuple[list[NodeView], int, datetime | None]:
     """Every page once, from the first: the node views, the page count, the last Date."""
     nodes: list[NodeView] = []
@@ -94,13 +94,13 @@ def _all_pages(
     token: str | None = None
     size = min(run.page_size, FIRST_PAGE)  # then sized to the bytes of the last page
     while True:
-        if pool.stop.is_set():
+        if pace.stop.is_set():
             raise Interrupted("list")
 
         def page(timeout: float, token: str | None = token, size: int = size) -> Page:
             return kube.list_nodes(limit=size, continue_token=token, timeout=timeout)
 
-        got = pool.retry(page, "list nodes")
+        got = pace.retry(page, "list nodes")
         # run_once pauses the cyclic GC while it reads: nothing here is cyclic garbage.
         nodes.extend(view(m) for m in got.items)
         size = fitting_page_size(len(got.items) or size, got.size, run.page_size)
@@ -112,13 +112,13 @@ def _all_pages(
 
 
 def _named(
-    kube: Client, view: View, names: tuple[str, ...], pool: Pool
+    kube: Client, view: View, names: tuple[str, ...], pace: Pace
 ) -> tuple[list[NodeView], int, datetime | None]:
     """Each named node that exists, one GET each: a pin costs no list page."""
     nodes: list[NodeView] = []
     server_now: datetime | None = None
     for name in names:
-        found = _get(kube, name, pool)
+        found = _get(kube, name, pace)
         if found is not None:
             nodes.append(view(found.items[0]))
             server_now = found.date or server_now
@@ -137,15 +137,15 @@ def _failed(exc: Exception, doing: str) -> ListFailed:
     return ListFailed(f"cannot {doing}: {explain(exc)}; nothing was changed")
 
 
-def read_node(kube: Client, name: str, hold: HoldSettings, pool: Pool) -> NodeView | None:
+def read_node(kube: Client, name: str, hold: HoldSettings, pace: Pace) -> NodeView | None:
     """One node read again (after a 409); None if it is gone."""
-    found = _get(kube, name, pool)
+    found = _get(kube, name, pace)
     return None if found is None else _viewer(hold)(found.items[0])
 
 
-def _get(kube: Client, name: str, pool: Pool) -> Page | None:
-    """One node by name through the pool's retries; None if it does not exist."""
+def _get(kube: Client, name: str, pace: Pace) -> Page | None:
+    """One node by name with the pace's retries; None if it does not exist."""
     try:
-        return pool.retry(lambda timeout: kube.get_node(name, timeout=timeout), f"node/{name}: get")
+        return pace.retry(lambda timeout: kube.get_node(name, timeout=timeout), f"node/{name}: get")
     except NotFound:
         return None

@@ -1,8 +1,11 @@
 """The way to the API server: a urllib3 pool built from a `Connection`, and one request at a time.
 
+The project's own client on urllib3 (what the official client is built on), not the `kubernetes`
+package: a run needs metadata-only list pages, one deadline on a whole answer (urllib3 bounds
+each read) and its own retry and write-rate policy (reconcile.cluster.pace), and importing the
+package would cost about a third of a steady run at 5,000 nodes: docs/design.md, "Dependencies".
 How requests stay cheap and bounded: docs/performance.md ("What keeps it cheap", "Deadlines and
-signals"); how credentials are renewed: docs/operations-notes.md. No retries hide below our own
-policy (reconcile.cluster.pool); nothing here imports `kubernetes` (about 0.3 s).
+signals"); how credentials are renewed: docs/operations-notes.md. No retries hide below ours.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ class Transport:
         self._auth: dict[str, str] = {}
         self._auth_until = float("-inf")
         self._watchdog = _Watchdog()
-        hosted._get_conn = self._watchdog.attaching(hosted._get_conn)
+        hosted.ConnectionCls = self._watchdog.watching(hosted.ConnectionCls)
 
     def stop_on(self, stop: threading.Event) -> None:
         """Once `stop` is set, requests in flight get STOP_GRACE seconds, then are cut."""
@@ -235,6 +238,15 @@ class _Call:
     conn: Any = None
     cut: str = ""  # why the watchdog shut its socket, if it did
 
+    def shut(self, why: str) -> None:
+        sock = getattr(self.conn, "sock", None)
+        if sock is None:
+            return  # not connected yet (the connect timeout bounds that); look again next time
+        self.cut = why
+        with suppress(OSError):
+            # The plain socket's shutdown, even under TLS: the reading thread owns the TLS state.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
 
 class _Watchdog:
     """Shuts the socket of a request past its end or STOP_GRACE after a stop: urllib3 bounds
@@ -247,12 +259,11 @@ class _Watchdog:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._running = False
-        self._stopped_at: float | None = None
+        self._stopped_at = math.inf
 
     @contextmanager
     def bound(self, seconds: float) -> Iterator[_Call]:
-        call = _Call(seconds, time.monotonic() + seconds)
-        self._local.call = call
+        self._local.call = call = _Call(seconds, time.monotonic() + seconds)
         with self._lock:
             self._calls.add(call)
             if not self._running:
@@ -265,50 +276,43 @@ class _Watchdog:
             with self._lock:
                 self._calls.discard(call)
 
-    def attaching(self, get_conn: Callable[..., Any]) -> Callable[..., Any]:
-        """Wrap a pool's `_get_conn`: the connection a request takes is the one to watch."""
+    def watching(self, connection_class: type) -> type:
+        """The pool's own connection class (plain, TLS, SOCKS), subclassed to say which
+        connection a request connects (a TLS handshake, a proxy's CONNECT) and sends on."""
+        local = self._local
 
-        def attach(*args: Any, **kwargs: Any) -> Any:
-            conn = get_conn(*args, **kwargs)
-            call = getattr(self._local, "call", None)
-            if call is not None:
-                call.conn = conn
-            return conn
+        class Watched(connection_class):  # type: ignore[valid-type,misc]
+            def connect(self) -> None:
+                if call := getattr(local, "call", None):
+                    call.conn = self
+                super().connect()
 
-        return attach
+            def request(self, *args: Any, **kwargs: Any) -> None:
+                if call := getattr(local, "call", None):
+                    call.conn = self
+                super().request(*args, **kwargs)
+
+        return Watched
 
     def _watch(self) -> None:
         idle_since = time.monotonic()
         while True:
             time.sleep(WATCH_INTERVAL)
             now = time.monotonic()
-            if self.stop is not None and self.stop.is_set() and self._stopped_at is None:
-                self._stopped_at = now
-            stopping = self._stopped_at is not None and now >= self._stopped_at + STOP_GRACE
+            if self.stop is not None and self.stop.is_set():
+                self._stopped_at = min(self._stopped_at, now)
             with self._lock:
-                calls = list(self._calls)
-                if calls:
+                calls = [call for call in self._calls if not call.cut]
+                if self._calls:
                     idle_since = now
                 elif now - idle_since > 1.0:
                     self._running = False
                     return
             for call in calls:
-                if call.cut:
-                    continue
                 if now >= call.end:
-                    _shut(call, "{host} did not answer in time (whole answer within {s:.1f}s)")
-                elif stopping:
-                    _shut(call, "request to {host} abandoned: stopping")
-
-
-def _shut(call: _Call, why: str) -> None:
-    sock = getattr(call.conn, "sock", None)
-    if sock is None:
-        return  # not connected yet (the connect timeout bounds that); look again next time
-    call.cut = why
-    with suppress(OSError):
-        # The plain socket's shutdown, even under TLS: the reading thread owns the TLS state.
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                    call.shut("{host} did not answer in time (whole answer within {s:.1f}s)")
+                elif now >= self._stopped_at + STOP_GRACE:
+                    call.shut("request to {host} abandoned: stopping")
 
 
 # --- headers and failures, in words ------------------------------------------------
@@ -329,17 +333,12 @@ def http_date(raw: str | None) -> datetime | None:
 
 
 def retry_after(raw: str | None) -> float | None:
-    """Retry-After in seconds (delta-seconds or an HTTP date); None: not given, or not a finite,
-    non-negative number (`nan`, `-1`), so the caller falls back to its normal backoff."""
-    if raw is None:
-        return None
+    """Retry-After in seconds, as kube-apiserver sends it; None: not given, an HTTP date, or not
+    a finite, non-negative number (`nan`, `-1`), so the caller falls back to its normal backoff."""
     try:
-        seconds = float(raw)
+        seconds = float(raw or "")
     except ValueError:
-        moment = http_date(raw)
-        if moment is None:
-            return None
-        return max((moment - datetime.now(UTC)).total_seconds(), 0.0)
+        return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 

@@ -109,7 +109,7 @@ class RunSettings:
     dry_run: bool = False
     timeout: timedelta = timedelta(seconds=45)
     workers: int = 8
-    qps: float | None = None  # node writes a second; None: auto (reconcile.cluster.pool)
+    qps: float | None = None  # node writes a second; None: auto (reconcile.cluster.pace)
     page_size: int = 500
     events: bool = True
     output: Output = Output.TEXT

@@ -276,6 +276,32 @@ def test_a_changed_nodepool_is_read_again_and_decided_again(cluster):
     assert [w.status for w in api.writes("nodepools") if "gpu" in w.path] == [422, 200]
 
 
+def test_a_nodepool_edited_before_every_patch_gives_up_as_a_node_does(cluster):
+    """The conflict loop nodes use: six tries, five re-reads, then the NodePool is reported
+    failed; every one of the person's entries is there, and ours never landed."""
+    api, kubeconfig = cluster
+    node(api, "gpu-new", timedelta(minutes=1), "gpu")
+    theirs: list[dict] = []
+
+    def person_keeps_editing(info: RequestInfo) -> None:
+        if info.method == "PATCH" and info.path.endswith("/nodepools/gpu"):
+            theirs.append({"nodes": str(len(theirs) + 1), "reasons": ["Drifted"]})
+            api.edit_nodepool(
+                "gpu", lambda p: p["spec"]["disruption"]["budgets"].append(theirs[-1])
+            )
+
+    api.on_request(person_keeps_editing)
+    result = run(kubeconfig, "reconcile", "--mechanism", "budget")
+    assert result.code == 1
+    assert "nodepool/gpu: failed to add budget entry" in result.stdout
+    assert "still changing after 5 re-reads" in result.stdout
+    assert budgets(api, "gpu") == theirs
+    gpu = [r for r in api.requests if r.path.endswith("/nodepools/gpu")]
+    assert [(r.method, r.status) for r in gpu] == [("PATCH", 422), ("GET", 200)] * 5 + [
+        ("PATCH", 422)
+    ]
+
+
 def test_a_422_that_is_not_a_failed_test_fails_the_nodepool_once(cluster):
     api, kubeconfig = cluster
     node(api, "batch-new", timedelta(minutes=1), "batch")

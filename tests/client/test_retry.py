@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from reconcile.cluster.errors import ApiError, TransportError, error_for_status
-from reconcile.cluster.pool import (
+from reconcile.cluster.pace import (
     MIN_QPS,
     RECOVERY,
     SAMPLES,
@@ -17,7 +17,7 @@ from reconcile.cluster.pool import (
     Deadline,
     DeadlineExceeded,
     Interrupted,
-    Pool,
+    Pace,
     RateLimiter,
 )
 
@@ -63,10 +63,10 @@ def make(clock: FakeClock, seconds: float = 45) -> tuple[Deadline, FakeStop]:
     return Deadline(seconds, clock=clock), FakeStop(clock)
 
 
-def pool(deadline: Deadline, stop: FakeStop, backoff: Backoff, request_timeout: float) -> Pool:
-    """A pool on the fake clock, no rate limit: its retries wait on `stop`, which advances
+def pace(deadline: Deadline, stop: FakeStop, backoff: Backoff, request_timeout: float) -> Pace:
+    """A pace on the fake clock, no rate limit: its retries wait on `stop`, which advances
     the clock."""
-    return Pool(1, RateLimiter(0, 1), backoff, deadline, stop, request_timeout)
+    return Pace(1, RateLimiter(0, 1), backoff, deadline, stop, request_timeout)
 
 
 def test_transient_errors_are_retried_until_success() -> None:
@@ -85,7 +85,7 @@ def test_transient_errors_are_retried_until_success() -> None:
             raise errors.pop(0)
         return "ok"
 
-    result = pool(deadline, stop, Backoff(rng=random.Random(0)), 10).retry(call, "t")
+    result = pace(deadline, stop, Backoff(rng=random.Random(0)), 10).retry(call, "t")
     assert result == "ok"
     assert stop.waits[0] == 2  # Retry-After honoured exactly
     assert len(timeouts) == 4
@@ -102,7 +102,7 @@ def test_other_errors_are_raised_at_once(status: int) -> None:
         raise error_for_status(status, "X", "no")
 
     with pytest.raises(ApiError):
-        pool(deadline, stop, Backoff(), 10).retry(call, "t")
+        pace(deadline, stop, Backoff(), 10).retry(call, "t")
     assert len(calls) == 1
 
 
@@ -116,7 +116,7 @@ def test_attempts_are_bounded() -> None:
         raise TransportError("refused")
 
     with pytest.raises(TransportError):
-        pool(deadline, stop, Backoff(attempts=4), 1).retry(call, "t")
+        pace(deadline, stop, Backoff(attempts=4), 1).retry(call, "t")
     assert len(calls) == 4
 
 
@@ -131,7 +131,7 @@ def test_no_wait_outlives_the_deadline_and_timeouts_shrink_to_fit() -> None:
         raise TransportError("timed out")
 
     with pytest.raises((TransportError, DeadlineExceeded)):
-        pool(deadline, stop, Backoff(rng=random.Random(3)), 2).retry(call, "t")
+        pace(deadline, stop, Backoff(rng=random.Random(3)), 2).retry(call, "t")
     assert clock.now <= 3 + 1e-9
     assert timeouts[0] == 2 and all(t <= 3 for t in timeouts)
 
@@ -141,7 +141,7 @@ def test_a_stop_request_ends_retrying() -> None:
     deadline, stop = make(clock)
     stop.set()
     with pytest.raises(Interrupted):
-        pool(deadline, stop, Backoff(), 1).retry(lambda t: None, "t")
+        pace(deadline, stop, Backoff(), 1).retry(lambda t: None, "t")
 
 
 def test_rate_limiter_allows_a_burst_then_the_rate() -> None:
@@ -171,7 +171,7 @@ def test_rate_limiter_off_and_deadline() -> None:
 def test_writes_wait_for_the_rate_limit_and_reads_do_not() -> None:
     clock = FakeClock()
     deadline, stop = make(clock, 1000)
-    limited = Pool(1, RateLimiter(qps=10, burst=1, clock=clock), Backoff(), deadline, stop, 1)
+    limited = Pace(1, RateLimiter(qps=10, burst=1, clock=clock), Backoff(), deadline, stop, 1)
     for _ in range(5):
         limited.retry(lambda t: None, "read")
     assert clock.now == 0
@@ -204,7 +204,7 @@ def test_a_429_halves_the_rate_once_a_second_and_quick_answers_win_it_back_slowl
         if (error := next(tries)) is not None:
             raise error
 
-    Pool(8, limiter, Backoff(), deadline, stop, 10).retry(answer, "patch", write=True)
+    Pace(8, limiter, Backoff(), deadline, stop, 10).retry(answer, "patch", write=True)
     halved = 100 + 200 * RECOVERY * 0.01  # the quick retry 0.01 s later gives a little back
     assert limiter.qps == pytest.approx(halved)
     limiter.observe(0.01, throttled=True)  # eight workers hit by the same overload: once a second
@@ -225,7 +225,7 @@ def test_a_429_halves_the_rate_once_a_second_and_quick_answers_win_it_back_slowl
         raise error_for_status(429, "TooManyRequests", "slow down", retry_after=0)
 
     with pytest.raises(ApiError):
-        Pool(8, limiter, Backoff(attempts=1), deadline, stop, 10).retry(overloaded, "list")
+        Pace(8, limiter, Backoff(attempts=1), deadline, stop, 10).retry(overloaded, "list")
     assert limiter.qps == 200  # only writes steer the rate
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from reconcile.cli.report import LARGE_EDGE
-from reconcile.cluster.pool import AUTO_QPS, RECOVERY, SLOW
+from reconcile.cluster.pace import AUTO_QPS, RECOVERY, SLOW
 from tests.clusters import run_cli
 from tests.helpers import NODES, OURS, error_lines
 from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo, RequestRecord

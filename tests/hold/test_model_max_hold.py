@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from reconcile.cli.report import event_message
-from reconcile.cluster.pool import Backoff
+from reconcile.cluster.pace import Backoff
 from reconcile.cluster.read import ListFailed
 from reconcile.rule.decide import claimed_keys
 from reconcile.rule.settings import HoldSettings, RunSettings

@@ -44,7 +44,7 @@ from hypothesis.stateful import (
 
 from reconcile.cli.report import event_message
 from reconcile.cluster.client import Client
-from reconcile.cluster.pool import Backoff
+from reconcile.cluster.pace import Backoff
 from reconcile.cluster.read import ListFailed
 from reconcile.rule.decide import Mode
 from reconcile.rule.nodes import claimed_keys

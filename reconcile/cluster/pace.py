@@ -1,6 +1,6 @@
 """The one request path: how hard a command may push, and how it stays polite and bounded.
 
-Every request of every command goes through `Pool.retry`: within the deadline, not after a stop,
+Every request of every command goes through `Pace.retry`: within the deadline, not after a stop,
 writes under the rate limit, transient failures retried with backoff (docs/performance.md,
 "Node writes at scale"; docs/design.md, "Patches and concurrency").
 """
@@ -150,8 +150,9 @@ class RateLimiter:
 
 
 @dataclass(frozen=True)
-class Pool:
-    """How hard a command may push: workers, the write rate, retries, time, and its stop flag."""
+class Pace:
+    """How a command paces its requests: workers, the write rate, retries, its deadline and its
+    stop flag. (Not a NodePool, nor the connection pool: one word for one thing.)"""
 
     workers: int
     limiter: RateLimiter
@@ -170,8 +171,8 @@ class Pool:
         qps: float | None = 0.0,
         stop: threading.Event | None = None,
         backoff: Backoff | None = None,
-    ) -> Pool:
-        """A pool whose deadline starts now; `qps` 0 leaves writes unlimited, None: auto."""
+    ) -> Pace:
+        """A pace whose deadline starts now; `qps` 0 leaves writes unlimited, None: auto."""
         return cls(
             workers=workers,
             limiter=RateLimiter(qps, burst=workers),
