@@ -105,6 +105,24 @@ def test_one_new_node_in_an_old_cluster_holds_for_exactly_the_hold_duration(
     assert data["presentNodes"] == [3] * 60
 
 
+def test_every_json_key_is_camel_case_as_in_reconcile_s_json(tmp_path: Path) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    keys: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            keys.extend(value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(simulate_json(path, "--compare", "40m/group/max=1h"))
+    assert {"nodesRemovedWhileHeld", "nodePoolsBudget", "peakHeld", "presentNodes"} <= set(keys)
+    assert [k for k in keys if not re.fullmatch(r"[a-z]+(?:[A-Z][a-z]*)*", k)] == []
+
+
 def test_a_node_created_between_runs_is_seen_by_the_next_run_and_a_newer_one_extends(
     tmp_path: Path,
 ) -> None:
