@@ -81,12 +81,13 @@ def _what(patch: NodePatch | PoolPatch, past: bool) -> str:
         entry = patch.entry or patch.pool.entry or {}
         verb = _verb(patch.action, past)
         return f"{verb} budget entry {entry.get('schedule')} for {entry.get('duration')}"
-    keys = {"pin": patch.pinned, "unpin": patch.unpinned, "add": patch.added}
-    parts = [
-        f"{_verb(a, past)} {', '.join(k)}"
-        for a, k in (keys | {"remove": patch.removed}).items()
-        if k
-    ]
+    keys = (
+        ("pin", patch.pinned),
+        ("unpin", patch.unpinned),
+        ("add", patch.added),
+        ("remove", patch.removed),
+    )
+    parts = [f"{_verb(action, past)} {', '.join(k)}" for action, k in keys if k]
     if not parts and patch.action == "disown":
         disowned = ", ".join(patch.disowned)
         parts = [
@@ -404,21 +405,23 @@ def _headline(plan: Plan) -> dict[str, Any]:
 
 
 #: The summary's lists the last JSON line bounds (LISTED items, LISTED_BYTES), with a count of
-#: the others (`windowsNotListed`, ...); kept claims: the first KEPT_LISTED keys.
+#: the others (`windowsNotListed`, ...); of the kept claims, the first _KEPT_LISTED keys.
 _LISTS = ("windows", "errors", "events", "badValues", "revertedNodePools", "notFound")
-KEPT_LISTED = 5
+_KEPT_LISTED = 5
 
 
 def render_json(data: dict[str, Any], whole: bool = False) -> dict[str, Any]:
     """The last JSON line: the summary with the held windows first and each list bounded;
     `whole` (status: one document for scripts, however many nodes) lists everything."""
+    kept = list(data["summary"]["keptClaims"].items())[:_KEPT_LISTED]
+    data = data | {
+        "windows": sorted(data["windows"], key=lambda w: not w["held"]),
+        "summary": data["summary"] | {"keptClaims": dict(kept)},
+    }
     bounded: dict[str, Any] = {}
     for key, value in data.items():
-        if key == "windows":
-            value = sorted(value, key=lambda w: not w["held"])  # noqa: PLW2901
         bounded |= _listed(key, value, whole) if key in _LISTS else {key: value}
-    kept = list(data["summary"]["keptClaims"].items())[:KEPT_LISTED]
-    return bounded | {"summary": data["summary"] | {"keptClaims": dict(kept)}}
+    return bounded
 
 
 def _listed(key: str, items: list[Any], whole: bool) -> dict[str, Any]:
@@ -447,15 +450,6 @@ def status_rows(plan: Plan) -> list[dict[str, Any]]:
 
 
 # --- what stderr says --------------------------------------------------------------
-
-
-def _kept_line(kept: dict[str, int]) -> str:
-    """Holds node-holder set under keys this run may not remove: said, never dropped."""
-    shown = _names([f"{key} on {n} node(s)" for key, n in kept.items()], " key(s)")
-    return (
-        f"kept: {shown}, set by node-holder, not removed by this run "
-        "(not a configured or well-known hold key); name it with --annotation to remove it"
-    )
 
 
 def unread_keys(hold: HoldSettings, run: RunSettings) -> list[str]:
@@ -658,6 +652,15 @@ def _decision_lines(data: dict[str, Any]) -> list[str]:
     unit = "groups" if scope is Scope.GROUP else "nodes"
     lines.append(f"{held} of {data['windowCount']} {unit} held ({scope} scope); {counts}")
     return [*kept, *lines]
+
+
+def _kept_line(kept: dict[str, int]) -> str:
+    """Holds node-holder set under keys this run may not remove: said, never dropped."""
+    shown = _names([f"{key} on {n} node(s)" for key, n in kept.items()], " key(s)")
+    return (
+        f"kept: {shown}, set by node-holder, not removed by this run "
+        "(not a configured or well-known hold key); name it with --annotation to remove it"
+    )
 
 
 def final_lines(result: RunResult, command: str, as_json: bool) -> list[str]:
