@@ -103,12 +103,15 @@ def patch_json(
 ) -> dict[str, Any]:
     """One patch's JSON line, a node's or a NodePool's: the patch a dry run would send, or
     (`result`) how it landed."""
-    where = {"nodePool": patch.pool.name} if isinstance(patch, PoolPatch) else {"node": patch.node}
+    if isinstance(patch, PoolPatch):
+        where, ignored = {"nodePool": patch.pool.name}, []
+    else:
+        where, ignored = {"node": patch.node}, list(patch.ignored)
     facts = {
         "result": result and str(result.outcome),
         "conflicts": isinstance(result, NodeResult) and result.conflicts,
         "error": result and result.error,
-        "ignored": list(patch.ignored) if isinstance(patch, NodePatch) else [],
+        "ignored": ignored,
     }
     entry = where | {"action": patch.action, "body": patch.body()}
     return entry | {key: value for key, value in facts.items() if value}
