@@ -184,11 +184,11 @@ def _minutes(seconds: float) -> str:
 
 def row(config: Config, result: dict) -> str:
     primary = next(c for c in result["configurations"] if c["primary"])
-    longest = max((p["duration_seconds"] for p in primary["periods"]), default=0)
+    longest = max((p["durationSeconds"] for p in primary["periods"]), default=0)
     return (
-        f"  {config.label:<66} {primary['holds_started']:>5} {primary['held_share']:>6.0%}"
-        f" {_minutes(longest):>8} {primary['node_minutes_held_share']:>6.0%}"
-        f" {primary['removed_while_held']:>7,} {primary['writes']['total']:>7,}"
+        f"  {config.label:<66} {primary['holdsStarted']:>5} {primary['heldShare']:>6.0%}"
+        f" {_minutes(longest):>8} {primary['nodeMinutesHeldShare']:>6.0%}"
+        f" {primary['nodesRemovedWhileHeld']:>7,} {primary['writes']['total']:>7,}"
     )
 
 

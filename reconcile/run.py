@@ -36,7 +36,7 @@ class RunResult:
     @property
     def errors(self) -> tuple[str, ...]:
         errors = [f"node/{name}: not found" for name in self.missing]
-        errors += [f"node/{name}: {why}" for name, why in self.plan.refused]
+        errors += [f"node/{name}: not pinned: {why}" for name, why in self.plan.refused]
         errors += [f"nodepool/{r.patch.pool.name}: {r.error}" for r in self.pools.failed]
         if self.applied is not None:
             errors += [f"node/{r.node}: {r.error or r.outcome}" for r in self.applied.failed]

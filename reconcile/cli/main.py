@@ -175,9 +175,8 @@ def simulate(parsed: Parsed, timeline: tuple[str, ...]) -> None:
     )
     try:
         request = replay.prepare(timeline, hold_settings(parsed), asked)
-        progress = simulate_report.ProgressLine(sys.stderr, len(request.holds))
-        result = replay.simulate(request, replay.ReplayOptions(parsed[options.EVENTS], progress))
-        progress.close()
+        finished = simulate_report.Finished(sys.stderr, len(request.holds))
+        result = replay.simulate(request, replay.ReplayOptions(parsed[options.EVENTS], finished))
     except replay.SimulationFailed as exc:
         raise RuntimeFailure(f"simulate: {exc}") from None
     except KeyboardInterrupt:

@@ -1,14 +1,16 @@
 """Text and JSON renderings of a run and the words of its Events (the rule says what changed,
-as a `Transition`; this module says it). No line grows with the cluster but `status --output
-json`: docs/reference.md#output.
+as a `Transition`; this module says it).
+
+A run's summary is built once, as data (`summary`): its JSON line is that data with each list
+bounded (`render_json`), and its text lines are worded from the same data, so the two cannot
+say different things. A new figure is one field in `summary` and one phrase in the text. No
+line grows with the cluster but `status --output json`: docs/reference.md#output.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +37,7 @@ from reconcile.rule.settings import (
     format_duration,
     format_time,
 )
+from reconcile.rule.text import table
 from reconcile.run import RunResult
 
 
@@ -47,124 +50,137 @@ def _names(names: list[str], unit: str = "") -> str:
     return ", ".join(names[:5]) + more
 
 
-# --- one node's patch --------------------------------------------------------------
+# --- one patch, a node's or a NodePool's ---------------------------------------------
+
+#: What a patch did (a dry run: would do), by its action: a node's, a NodePool's
+#: (`extend`, `drop`), and a node's category in the counts.
+_DONE = {
+    "pin": "pinned",
+    "unpin": "unpinned",
+    "add": "added",
+    "extend": "extended",
+    "remove": "removed",
+    "drop": "dropped",
+    "disown": "disowned",
+    "tidy": "tidied",
+}
+#: A NodePool's patch actions, in the order the counts name them.
+_POOL_ACTIONS = ("add", "extend", "remove", "drop")
 
 
-def _what(patch: NodePatch, past: bool) -> str:
-    """Every key a patch adds and removes, e.g. `add a, remove b` / `added a, removed b`,
-    and the stamps it removes because this tool could not have written them."""
-    verbs = (
-        ("pinned", "unpinned", "added", "removed") if past else ("pin", "unpin", "add", "remove")
+def _verb(action: str, past: bool) -> str:
+    return _DONE[action] if past else action
+
+
+def _what(patch: NodePatch | PoolPatch, past: bool) -> str:
+    """What a patch changes, e.g. `add a, remove b` / `added a, removed b`, `add budget entry
+    40 9 22 11 * for 20m`."""
+    if isinstance(patch, PoolPatch):
+        if patch.action == "drop":
+            return f"{_verb('drop', past)} {ENTRY_KEY} (its entry is no longer in the list)"
+        entry = patch.entry or patch.pool.entry or {}
+        verb = _verb(patch.action, past)
+        return f"{verb} budget entry {entry.get('schedule')} for {entry.get('duration')}"
+    keys = (
+        ("pin", patch.pinned),
+        ("unpin", patch.unpinned),
+        ("add", patch.added),
+        ("remove", patch.removed),
     )
-    keys = (patch.pinned, patch.unpinned, patch.added, patch.removed)
-    parts = [f"{verb} {', '.join(k)}" for verb, k in zip(verbs, keys, strict=True) if k]
+    parts = [f"{_verb(action, past)} {', '.join(k)}" for action, k in keys if k]
     if not parts and patch.action == "disown":
-        verb = "dropped" if past else "drop"
+        disowned = ", ".join(patch.disowned)
         parts = [
-            f"{verb} ownership of {', '.join(patch.disowned)} (changed or removed by someone else)"
+            f"{_verb('drop', past)} ownership of {disowned} (changed or removed by someone else)"
         ]
     elif not parts:
-        parts = [f"{'tidied' if past else 'tidy'} {', '.join(k for k, _ in patch.changes)}"]
-    return ", ".join(parts) + "".join(f"; ignored {why}" for why in patch.ignored)
+        parts = [f"{_verb('tidy', past)} {', '.join(k for k, _ in patch.changes)}"]
+    return ", ".join(parts)
 
 
-def patch_line(done: NodePatch | NodeResult) -> str:
-    """`node/x: would add karpenter.sh/do-not-disrupt {...}` (planned), or how it ended."""
-    patch = done if isinstance(done, NodePatch) else done.patch
-    where, what = f"node/{patch.node}", _what(patch, past=False)
-    if isinstance(done, NodePatch):
-        return f"{where}: would {what} {json.dumps(patch.body(), separators=(',', ':'))}"
-    extra = f" (after {done.conflicts} conflict(s))" if done.conflicts else ""
-    return _outcome(where, done.outcome, done.error, what, _what(patch, past=True) + extra)
+def patch_json(
+    patch: NodePatch | PoolPatch, result: NodeResult | PoolResult | None = None
+) -> dict[str, Any]:
+    """One patch's JSON line, a node's or a NodePool's: the patch a dry run would send, or
+    (`result`) how it landed."""
+    if isinstance(patch, PoolPatch):
+        where, ignored = {"nodePool": patch.pool.name}, []
+    else:
+        where, ignored = {"node": patch.node}, list(patch.ignored)
+    facts = {
+        "result": result and str(result.outcome),
+        "conflicts": isinstance(result, NodeResult) and result.conflicts,
+        "error": result and result.error,
+        "ignored": ignored,
+    }
+    entry = where | {"action": patch.action, "body": patch.body()}
+    return entry | {key: value for key, value in facts.items() if value}
 
 
-def _outcome(where: str, outcome: Outcome, error: str | None, what: str, done: str) -> str:
-    """How a patch (a node's, a NodePool's) ended: `done`, or why not."""
-    match outcome:
+def patch_line(patch: NodePatch | PoolPatch, result: NodeResult | PoolResult | None = None) -> str:
+    """The text of `patch_json`'s line: `node/x: would add karpenter.sh/do-not-disrupt {...}`
+    (planned), `nodepool/x: added budget entry ...` or why not (landed)."""
+    entry = patch_json(patch, result)
+    where = f"node/{entry['node']}" if "node" in entry else f"nodepool/{entry['nodePool']}"
+    ignored = "".join(f"; ignored {why}" for why in entry.get("ignored", []))
+    what = _what(patch, past=False) + ignored
+    if result is None:
+        return f"{where}: would {what} {json.dumps(entry['body'], separators=(',', ':'))}"
+    match result.outcome:
         case Outcome.PATCHED:
-            return f"{where}: {done}"
+            conflicts = f" (after {n} conflict(s))" if (n := entry.get("conflicts")) else ""
+            return f"{where}: {_what(patch, past=True)}{ignored}{conflicts}"
         case Outcome.SETTLED:
             return f"{where}: changed by someone else meanwhile; nothing left to do"
         case Outcome.GONE:
             return f"{where}: deleted meanwhile; skipped"
         case Outcome.NOT_SENT:
-            return f"{where}: not sent ({error or 'stopped'}): would {what}"
-    return f"{where}: failed to {what}: {error}"
-
-
-def patch_json(patch: NodePatch, result: NodeResult | None = None) -> dict[str, Any]:
-    """One node's JSON line: the patch a dry run would send, or (`result`) how it landed."""
-    facts = {
-        "result": result and str(result.outcome),
-        "conflicts": result and result.conflicts,
-        "error": result and result.error,
-        "ignored": list(patch.ignored),
-    }
-    entry = {"node": patch.node, "action": patch.action, "body": patch.body()}
-    return entry | {key: value for key, value in facts.items() if value}
+            return f"{where}: not sent ({entry.get('error') or 'stopped'}): would {what}"
+    return f"{where}: failed to {what}: {entry.get('error')}"
 
 
 def landed(result: NodeResult | PoolResult, as_json: bool) -> str:
     """The line for one node's or NodePool's patch, printed the moment its result is known."""
-    if isinstance(result, PoolResult):
-        return json.dumps(pool_json(result.patch, result)) if as_json else pool_line(result)
-    return json.dumps(patch_json(result.patch, result)) if as_json else patch_line(result)
+    return (
+        json.dumps(patch_json(result.patch, result))
+        if as_json
+        else patch_line(result.patch, result)
+    )
 
 
-# --- NodePools: the budget mechanism ---------------------------------------------------
-
-_POOL_DONE = {"add": "added", "extend": "extended", "remove": "removed", "drop": "dropped"}
+# --- hold windows and their Events -----------------------------------------------------
 
 
-def _pool_what(patch: PoolPatch, past: bool) -> str:
-    """`add budget entry 40 9 22 11 * for 20m`, `dropped node-holder.dev/budget ...`."""
-    verb = _POOL_DONE[patch.action] if past else patch.action
-    if patch.action == "drop":
-        return f"{verb} {ENTRY_KEY} (its entry is no longer in the list)"
-    entry = patch.entry or patch.pool.entry or {}
-    return f"{verb} budget entry {entry.get('schedule')} for {entry.get('duration')}"
+def _window_json(window: HoldWindow, result: RunResult, patches: int) -> dict[str, Any]:
+    """One window in the summary (`patches`: the node patches this run plans in it): what
+    `status` tabulates and the lines say of it."""
+    now, created, until = result.plan.now, window.youngest_created, window.hold_until
+    return {
+        "name": window.name,
+        "held": window.held,
+        "youngestNode": window.youngest,
+        "youngestCreated": _time(created),
+        "youngestAge": format_duration(now - created) if created else None,
+        "holdUntil": _time(until),
+        "holdLeft": format_duration(until - now) if window.held and until else None,
+        "stretchStart": _time(window.stretch_start),
+        "capped": window.capped,
+        "freeUntil": _time(window.free_until),  # after --max-hold ended a hold: none before this
+        "holdDuration": format_duration(window.duration),
+        "maxHold": format_duration(window.max_hold) if window.max_hold else None,
+        "holdDurationFrom": _source(window.sources[0]),
+        "maxHoldFrom": _source(window.sources[1]),
+        "triggerNodes": window.triggers,
+        "nodes": window.nodes,
+        "nodePatches": patches,
+        **_window_pools(window, result),
+    }
 
 
-def pool_line(done: PoolPatch | PoolResult) -> str:
-    """`nodepool/x: would add budget entry ... [JSON Patch]` (planned), or how it ended."""
-    patch = done if isinstance(done, PoolPatch) else done.patch
-    where, what = f"nodepool/{patch.pool.name}", _pool_what(patch, past=False)
-    if isinstance(done, PoolPatch):
-        return f"{where}: would {what} {json.dumps(patch.body(), separators=(',', ':'))}"
-    return _outcome(where, done.outcome, done.error, what, _pool_what(patch, past=True))
-
-
-def pool_json(patch: PoolPatch, result: PoolResult | None = None) -> dict[str, Any]:
-    entry = {"nodePool": patch.pool.name, "action": patch.action, "body": patch.body()}
-    facts = {"result": result and str(result.outcome), "error": result and result.error}
-    return entry | {key: value for key, value in facts.items() if value}
-
-
-def _pool_counts(result: RunResult) -> dict[str, int]:
-    """NodePools by what happened to their entry (a dry run: would happen), and the failed."""
-    done = [r.patch for r in result.pools.results if r.outcome is Outcome.PATCHED]
-    counts = Counter(p.action for p in (result.pools.patches if result.dry_run else done))
-    counts["failed"] = len(result.pools.failed)
-    return {a: counts[a] for a in (*_POOL_DONE, "failed") if counts[a]}
-
-
-def pool_summary(result: RunResult) -> list[str]:
-    """One line on the NodePools, where a run used or changed them."""
-    plan, pools = result.plan, result.pools
-    used = plan.hold.mechanism.budgets and plan.mode is Mode.RECONCILE
-    mechanism = f" (mechanism {plan.hold.mechanism})" if used else ""
-    if not used and not pools.patches:
-        return []
-    if not pools.views:  # none, or no NodePool CRD at all (404)
-        budget = plan.hold.mechanism is Mechanism.BUDGET
-        held = "no node is held" if budget else "every node is held by annotations"
-        return [f"no NodePools{mechanism}: {held}"]
-    verb = "would be " if result.dry_run else ""
-    counts = [f"{n} {verb}{_POOL_DONE.get(a, a)}" for a, n in _pool_counts(result).items()]
-    return [
-        f"{len(pools.views)} NodePools{mechanism}, {sum(1 for p in pools.views if p.entry)} with "
-        f"node-holder's budget entry before this run; entries: {', '.join(counts) or 'unchanged'}"
-    ]
+def _source(node: str | None) -> str:
+    """Where a window's hold duration or cap comes from: `node/x` (the annotation of its
+    NodePool on node x) or `default` (the option)."""
+    return f"node/{node}" if node else "default"
 
 
 def _window_pools(window: HoldWindow, result: RunResult) -> dict[str, int]:
@@ -175,36 +191,24 @@ def _window_pools(window: HoldWindow, result: RunResult) -> dict[str, int]:
     return {"nodePools": len(pools), "nodePoolsWithEntry": sum(1 for p in pools if p.entry)}
 
 
-# --- hold windows and their Events -----------------------------------------------------
-
-
-def describe_window(window: HoldWindow, now: datetime, plan: Plan) -> str:
+def _describe(window: dict[str, Any] | None, mode: Mode) -> str:
     """`held: youngest node x is 3m old, hold until T (17m left)` and its released forms."""
-    if plan.mode is Mode.RELEASE:
+    if mode is Mode.RELEASE:
         return "released (node-holder release: every hold this tool owns is removed)"
-    if window.youngest is None or window.youngest_created is None:
+    if window is None or window["youngestCreated"] is None:
         return "released: no node that can start a hold"
-    age = format_duration(now - window.youngest_created)
-    until = _time(window.hold_until)
-    if window.held:
-        assert window.hold_until is not None
-        left = format_duration(window.hold_until - now)
-        capped = f", capped by --max-hold at {until}" if window.capped else ""
-        return (
-            f"held: youngest node {window.youngest} is {age} old, "
-            f"hold until {until} ({left} left{capped})"
-        )
-    free = f"; no new hold before {_time(window.free_until)}" if window.free_until else ""
-    if (
-        window.capped
-        and window.hold_until is not None
-        and window.hold_until > window.youngest_created
-    ):
-        return (
-            f"released: --max-hold ended the hold at {until}{free}; youngest node "
-            f"{window.youngest} is {age} old"
-        )
-    return f"released: youngest node {window.youngest} is {age} old, hold ended at {until}{free}"
+    node, age, until = window["youngestNode"], window["youngestAge"], window["holdUntil"]
+    if window["held"]:
+        capped = f", capped by --max-hold at {until}" if window["capped"] else ""
+        left = window["holdLeft"]
+        return f"held: youngest node {node} is {age} old, hold until {until} ({left} left{capped})"
+    free = f"; no new hold before {window['freeUntil']}" if window["freeUntil"] else ""
+    # The cap ended this hold unless its youngest node came after (times as format_time writes
+    # them, to the second in UTC, sort as strings).
+    if window["capped"] and until and until > window["youngestCreated"]:
+        ended = f"released: --max-hold ended the hold at {until}{free}"
+        return f"{ended}; youngest node {node} is {age} old"
+    return f"released: youngest node {node} is {age} old, hold ended at {until}{free}"
 
 
 def event_message(transition: Transition, plan: Plan) -> str:
@@ -236,12 +240,6 @@ def event_message(transition: Transition, plan: Plan) -> str:
     return f"Hold ended for {window.name}: {why}; {what}"
 
 
-def _source(node: str | None) -> str:
-    """Where a window's hold duration or cap comes from: `node/x` (the annotation of its
-    NodePool on node x) or `default` (the option)."""
-    return f"node/{node}" if node else "default"
-
-
 def _shown(plan: Plan) -> list[HoldWindow]:
     """The windows a report shows: every one, but in node scope only the held nodes."""
     return [w for w in plan.windows if plan.hold.scope is not Scope.NODE or w.held]
@@ -249,32 +247,11 @@ def _shown(plan: Plan) -> list[HoldWindow]:
 
 # --- counting ----------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Tally:
-    """Each node in exactly one category; writes counted only where they landed."""
-
-    nodes: int
-    categories: dict[str, int]  # category -> nodes, in the order they are printed
-    failed_by_action: dict[str, int]  # what the failed patches would have done
-    keys_added: dict[str, int]  # key -> nodes it landed on
-    keys_removed: dict[str, int]
-
-
 #: Always printed, even at 0; the others only when they happen.
 _ALWAYS = ("added", "removed", "unchanged", "held by others", "exempt", "deleting")
 _ALWAYS_FOR = {Mode.PIN: ("pinned", "unchanged"), Mode.UNPIN: ("unpinned", "unchanged")}
-#: What a patch did (a dry run: would do), by its action; "switched": a key added and
-#: another removed in the same patch.
-_DONE = {
-    "pin": "pinned",
-    "unpin": "unpinned",
-    "add": "added",
-    "remove": "removed",
-    "disown": "disowned",
-    "tidy": "tidied",
-}
-#: The categories, in the order they are printed: what changed, what failed, what did not.
+#: The categories, in the order they are printed: what changed, what failed, what did not;
+#: "switched": a key added and another removed in the same patch.
 _CHANGED = ("added", "removed", "switched", "disowned", "tidied", "pinned", "unpinned")
 _UNCHANGED = ("unchanged", "not selected", "held by others", "exempt", "deleting", "gone")
 _ORDER = (*_CHANGED, "failed", *_UNCHANGED)
@@ -326,7 +303,9 @@ def _category(
     return _NOT_LANDED.get(outcome.outcome, "failed"), None
 
 
-def tally(result: RunResult) -> Tally:
+def _counts(result: RunResult) -> dict[str, Any]:
+    """Each node in exactly one category (the summary's fields, camelCase); writes counted only
+    where they landed."""
     outcomes = {r.node: r for r in result.applied.results} if result.applied else {}
     counts: Counter[str] = Counter()
     failed: Counter[str] = Counter()
@@ -342,60 +321,148 @@ def tally(result: RunResult) -> Tally:
             removed.update(landed.removed)
         elif category == "failed" and decision.patch is not None:
             failed[decision.patch.action] += 1
-    always = _ALWAYS_FOR.get(result.plan.mode, _ALWAYS)
-    shown = {c: counts[c] for c in _ORDER if counts[c] or c in always}
-    return Tally(len(result.plan.decisions), shown, dict(failed), dict(added), dict(removed))
+    return {
+        "nodes": len(result.plan.decisions),
+        **{_camel(c): counts[c] for c in _ORDER},
+        "failedByAction": dict(failed),
+        "keysAdded": dict(added),
+        "keysRemoved": dict(removed),
+    }
 
 
-def _counts(result: RunResult) -> str:
-    counted = tally(result)
-    verb = "would be " if result.dry_run else ""
-    why = ", ".join(f"{n} to {a}" for a, n in sorted(counted.failed_by_action.items()))
-    parts = [
-        f"{n} {verb if c in _CHANGED else ''}{c}" + (f" ({why})" if c == "failed" else "")
-        for c, n in counted.categories.items()
-    ]
-    text = f"{counted.nodes} nodes: " + ", ".join(parts)
-    if len(counted.keys_added) + len(counted.keys_removed) > 1:
-        keys = [f"+{k} on {n}" for k, n in counted.keys_added.items()]
-        keys += [f"-{k} on {n}" for k, n in counted.keys_removed.items()]
-        text += f" (keys: {', '.join(keys)})"
-    return text
+def _camel(category: str) -> str:
+    first, *rest = category.split()
+    return first + "".join(w.capitalize() for w in rest)
 
 
-# --- the text lines ------------------------------------------------------------------
+def _pool_counts(result: RunResult) -> dict[str, int]:
+    """NodePools by what happened to their entry (a dry run: would happen), and the failed."""
+    done = [r.patch for r in result.pools.results if r.outcome is Outcome.PATCHED]
+    counts = Counter(p.action for p in (result.pools.patches if result.dry_run else done))
+    counts["failed"] = len(result.pools.failed)
+    return {a: counts[a] for a in (*_POOL_ACTIONS, "failed") if counts[a]}
 
 
-def decision_lines(result: RunResult) -> list[str]:
-    """The summary: one line for the cluster scope, one per held/changed window otherwise."""
+# --- the summary: one run as data ----------------------------------------------------------
+
+
+def summary(result: RunResult, command: str) -> dict[str, Any]:
+    """The run's summary, every list whole: `render_json` bounds it into the last JSON line,
+    `text_lines` words it. `status` adds every patch and node."""
     plan = result.plan
-    counts = _counts(result)
-    if plan.mode in _ALWAYS_FOR:
-        return [f"{plan.mode} {', '.join(plan.hold.annotations)}; {counts}"]
-    kept = [_kept_line(claims)] if (claims := plan.kept_claims) else []
-    if plan.hold.scope is Scope.CLUSTER or plan.mode is Mode.RELEASE:
-        window = plan.windows[0] if plan.windows else HoldWindow("cluster", held=False)
-        text = describe_window(window, plan.now, plan)
-        return [*kept, f"{text}; {counts}"]
-    changed = {p.window for p in plan.patches}
-    lines = []
-    if plan.hold.scope is Scope.GROUP:
-        for window in plan.windows:
-            if window.held or window.name in changed:
-                lines.append(f"group {window.name}: {describe_window(window, plan.now, plan)}")
-    held = sum(1 for w in plan.windows if w.held)
-    unit = "groups" if plan.hold.scope is Scope.GROUP else "nodes"
-    lines.append(f"{held} of {len(plan.windows)} {unit} held ({plan.hold.scope} scope); {counts}")
-    return [*kept, *lines]
+    patched = Counter(p.window for p in plan.patches)
+    events = [
+        {"reason": t.reason, "node": t.node, "kind": t.kind, "message": event_message(t, plan)}
+        for t in result.events
+    ]
+    data = {
+        "command": command,
+        "dryRun": result.dry_run,
+        "now": _time(plan.now),
+        "clock": result.listing.clock,
+        "scope": str(plan.hold.scope),
+        "holdDuration": format_duration(plan.hold.hold_duration),
+        "annotations": list(plan.hold.annotations),
+        "mechanism": str(plan.hold.mechanism),
+        "largeEdge": large_edge(plan) is not None,
+        **_headline(plan),
+        "windowCount": len(plan.windows),
+        "windows": [_window_json(w, result, patched[w.name]) for w in _shown(plan)],
+        "errors": [*result.errors, *result.event_errors],
+        "events": events,
+        "badValues": [{"node": n, "value": why} for n, why in plan.bad_values],
+        "revertedNodePools": [p.name for p in result.pools.views if p.reverted],
+        "notFound": list(result.missing),
+        "notPinned": [{"node": n, "why": why} for n, why in plan.refused]
+        + [
+            {"node": d.node, "why": None}  # unpin of a node with no pinned key
+            for d in plan.decisions
+            if plan.mode is Mode.UNPIN and not _pinned(d)
+        ],
+        "nodePools": {
+            "listed": len(result.pools.views),
+            "withEntry": sum(1 for p in result.pools.views if p.entry),
+            **_pool_counts(result),
+        },
+        "summary": {
+            **_counts(result),
+            "ignoredStamps": sum(1 for p in plan.patches if p.ignored),
+            "keptClaims": plan.kept_claims,
+            "writes": result.applied.writes if result.applied else 0,
+            "requests": result.requests,
+            "listPages": result.listing.pages,
+        },
+    }
+    if command == "status":
+        data["patches"] = [patch_json(p) for p in plan.patches]
+        data["nodePoolPatches"] = [patch_json(p) for p in result.pools.patches]
+        data["nodes"] = status_rows(plan)
+    return data
 
 
-def _kept_line(kept: dict[str, int]) -> str:
-    """Holds node-holder set under keys this run may not remove: said, never dropped."""
-    shown = _names([f"{key} on {n} node(s)" for key, n in kept.items()], " key(s)")
-    return (
-        f"kept: {shown}, set by node-holder, not removed by this run "
-        "(not a configured or well-known hold key); name it with --annotation to remove it"
-    )
+def _pinned(decision: NodeDecision) -> bool:
+    return any(state is KeyState.PINNED for _, state in decision.keys)
+
+
+def _headline(plan: Plan) -> dict[str, Any]:
+    held_windows = [w for w in plan.windows if w.held] if plan.mode is Mode.RECONCILE else []
+    with_trigger = [w for w in plan.windows if w.youngest_created is not None]
+    youngest = max(with_trigger, key=lambda w: w.youngest_created, default=None)  # type: ignore[arg-type, return-value]
+    until = max((w.hold_until for w in held_windows if w.hold_until), default=None)
+    return {
+        "held": bool(held_windows),
+        "holdUntil": _time(until),
+        "youngestNode": youngest.youngest if youngest else None,
+        "youngestCreated": _time(youngest.youngest_created) if youngest else None,
+    }
+
+
+#: The summary's lists the last JSON line bounds (LISTED items, LISTED_BYTES), with a count of
+#: the others (`windowsNotListed`, ...); of the kept claims, the first _KEPT_LISTED keys.
+_LISTS = ("windows", "errors", "events", "badValues", "revertedNodePools", "notFound", "notPinned")
+_KEPT_LISTED = 5
+
+
+def render_json(data: dict[str, Any], whole: bool = False) -> dict[str, Any]:
+    """The last JSON line: the summary with the held windows first and each list bounded;
+    `whole` (status: one document for scripts, however many nodes) lists everything."""
+    kept = list(data["summary"]["keptClaims"].items())[:_KEPT_LISTED]
+    data = data | {
+        "windows": sorted(data["windows"], key=lambda w: not w["held"]),
+        "summary": data["summary"] | {"keptClaims": dict(kept)},
+    }
+    bounded: dict[str, Any] = {}
+    for key, value in data.items():
+        bounded |= _listed(key, value, whole) if key in _LISTS else {key: value}
+    return bounded
+
+
+def _listed(key: str, items: list[Any], whole: bool) -> dict[str, Any]:
+    shown: list[Any] = []
+    size = 0
+    for item in items:
+        size += len(json.dumps(item))
+        if not whole and (len(shown) == LISTED or size > LISTED_BYTES):
+            break
+        shown.append(item)
+    return {key: shown, f"{key}NotListed": len(items) - len(shown)}
+
+
+def status_rows(plan: Plan) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": d.node,
+            "age": format_duration(plan.now - d.created),
+            "window": d.window,
+            "state": state(d) + (" (deleting)" if d.deleting else ""),
+            "annotations": {k: str(s) for k, s in d.keys},
+            "next": d.patch.action if d.patch else "-",
+        }
+        for d in plan.decisions
+    ]
+
+
+# --- what stderr says --------------------------------------------------------------
 
 
 def unread_keys(hold: HoldSettings, run: RunSettings) -> list[str]:
@@ -525,211 +592,154 @@ def failure(result: RunResult) -> str | None:
     return "; ".join(parts) or None
 
 
+# --- the text, worded from the summary -------------------------------------------------------
+
+
+def _mode(data: dict[str, Any]) -> Mode:
+    """The summary's command as a Mode: `status` is a reconcile that writes nothing."""
+    return Mode.RECONCILE if data["command"] == "status" else Mode(data["command"])
+
+
+def text_lines(data: dict[str, Any], patches: list[str]) -> list[str]:
+    """The run's text: nodes not found, a dry run's `patches` lines, Events, NodePools, counts."""
+    lines = [f"node/{name}: not found" for name in data["notFound"]]
+    lines += [
+        f"node/{n['node']}: not pinned" + (f": {n['why']}" if n["why"] else "")
+        for n in data["notPinned"]
+    ]
+    lines += patches
+    lines += [
+        f"event {e['reason']} on {e['kind'].lower()}/{e['node']}: {e['message']}"
+        for e in data["events"]
+    ]
+    return [*lines, *_pool_lines(data), *_decision_lines(data)]
+
+
+def _counts_text(data: dict[str, Any]) -> str:
+    """`44 nodes: 1 added, 0 removed, ...`: the categories always shown and those that happen."""
+    counts = data["summary"]
+    always = _ALWAYS_FOR.get(_mode(data), _ALWAYS)
+    verb = "would be " if data["dryRun"] else ""
+    why = ", ".join(f"{n} to {a}" for a, n in sorted(counts["failedByAction"].items()))
+    parts = [
+        f"{n} {verb if c in _CHANGED else ''}{c}" + (f" ({why})" if c == "failed" else "")
+        for c in _ORDER
+        if (n := counts[_camel(c)]) or c in always
+    ]
+    text = f"{counts['nodes']} nodes: " + ", ".join(parts)
+    keys = [f"+{k} on {n}" for k, n in counts["keysAdded"].items()]
+    keys += [f"-{k} on {n}" for k, n in counts["keysRemoved"].items()]
+    return text + (f" (keys: {', '.join(keys)})" if len(keys) > 1 else "")
+
+
+def _pool_lines(data: dict[str, Any]) -> list[str]:
+    """One line on the NodePools, where a run used or changed them."""
+    mechanism, pools = Mechanism(data["mechanism"]), data["nodePools"]
+    used = mechanism.budgets and _mode(data) is Mode.RECONCILE
+    counts = {a: n for a, n in pools.items() if a in (*_POOL_ACTIONS, "failed")}
+    if not used and not counts:
+        return []
+    named = f" (mechanism {mechanism})" if used else ""
+    if not pools["listed"]:  # none, or no NodePool CRD at all (404)
+        held = (
+            "no node is held"
+            if mechanism is Mechanism.BUDGET
+            else "every node is held by annotations"
+        )
+        return [f"no NodePools{named}: {held}"]
+    verb = "would be " if data["dryRun"] else ""
+    done = [f"{n} {verb}{_DONE.get(a, a)}" for a, n in counts.items()]
+    return [
+        f"{pools['listed']} NodePools{named}, {pools['withEntry']} with node-holder's budget "
+        f"entry before this run; entries: {', '.join(done) or 'unchanged'}"
+    ]
+
+
+def _decision_lines(data: dict[str, Any]) -> list[str]:
+    """The counts, after one line for the cluster scope, one per held/changed group otherwise."""
+    mode, scope, counts = _mode(data), Scope(data["scope"]), _counts_text(data)
+    if mode in _ALWAYS_FOR:
+        return [f"{mode} {', '.join(data['annotations'])}; {counts}"]
+    kept = [_kept_line(claims)] if (claims := data["summary"]["keptClaims"]) else []
+    windows = data["windows"]
+    if scope is Scope.CLUSTER or mode is Mode.RELEASE:
+        return [*kept, f"{_describe(windows[0] if windows else None, mode)}; {counts}"]
+    lines = [
+        f"group {w['name']}: {_describe(w, mode)}"
+        for w in windows
+        if scope is Scope.GROUP and (w["held"] or w["nodePatches"])
+    ]
+    held = sum(1 for w in windows if w["held"])
+    unit = "groups" if scope is Scope.GROUP else "nodes"
+    lines.append(f"{held} of {data['windowCount']} {unit} held ({scope} scope); {counts}")
+    return [*kept, *lines]
+
+
+def _kept_line(kept: dict[str, int]) -> str:
+    """Holds node-holder set under keys this run may not remove: said, never dropped."""
+    shown = _names([f"{key} on {n} node(s)" for key, n in kept.items()], " key(s)")
+    return (
+        f"kept: {shown}, set by node-holder, not removed by this run "
+        "(not a configured or well-known hold key); name it with --annotation to remove it"
+    )
+
+
 def final_lines(result: RunResult, command: str, as_json: bool) -> list[str]:
-    """Stdout once the run is done; a real run printed its per-node lines as they landed."""
-    whole = command == "status"
-    if not as_json:
-        return render_status_text(result) if whole else render_text(result)
-    planned = result.dry_run and not whole  # status's document holds its patches
-    lines = [json.dumps(pool_json(p)) for p in result.pools.patches if planned]
-    lines += [json.dumps(patch_json(p)) for p in result.plan.patches if planned]
-    return [*lines, _line(render_json(result, command, whole))]
+    """Stdout once the run is done: a dry run's patch lines (a real run printed each as it
+    landed), then the summary; status: its text tables, or one whole JSON document."""
+    data = summary(result, command)
+    if command == "status":
+        return [_line(render_json(data, whole=True))] if as_json else status_text(data)
+    planned = [*result.pools.patches, *result.plan.patches] if result.dry_run else []
+    if as_json:
+        return [*(json.dumps(patch_json(p)) for p in planned), _line(render_json(data))]
+    return text_lines(data, [patch_line(p) for p in planned])
 
 
 def _line(data: dict[str, Any]) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
-def render_text(result: RunResult) -> list[str]:
-    """The run's lines; a real run printed its per-node lines as they landed."""
-    lines = [f"node/{name}: not found" for name in result.missing]
-    lines += [f"node/{name}: {why}" for name, why in result.plan.refused]
-    if result.plan.mode is Mode.UNPIN:
-        lines += [f"node/{d.node}: not pinned" for d in result.plan.decisions if not _pinned(d)]
-    lines += [pool_line(p) for p in result.pools.patches if result.dry_run]
-    lines += [patch_line(p) for p in result.plan.patches if result.dry_run]
-    for t in result.events:
-        where = f"{t.kind.lower()}/{t.node}"
-        lines.append(f"event {t.reason} on {where}: {event_message(t, result.plan)}")
-    return [*lines, *pool_summary(result), *decision_lines(result)]
-
-
-def _pinned(decision: NodeDecision) -> bool:
-    return any(state is KeyState.PINNED for _, state in decision.keys)
-
-
-# --- the JSON summary ----------------------------------------------------------------
-
-
-def window_json(window: HoldWindow, now: datetime) -> dict[str, Any]:
-    created = window.youngest_created
-    return {
-        "name": window.name,
-        "held": window.held,
-        "youngestNode": window.youngest,
-        "youngestAge": format_duration(now - created) if created else None,
-        "holdUntil": _time(window.hold_until),
-        "stretchStart": _time(window.stretch_start),
-        "capped": window.capped,
-        "freeUntil": _time(window.free_until),  # after --max-hold ended a hold: none before this
-        "holdDuration": format_duration(window.duration),
-        "maxHold": format_duration(window.max_hold) if window.max_hold else None,
-        "holdDurationFrom": _source(window.sources[0]),
-        "maxHoldFrom": _source(window.sources[1]),
-        "triggerNodes": window.triggers,
-        "nodes": window.nodes,
-    }
-
-
-def _headline(plan: Plan) -> dict[str, Any]:
-    held_windows = [w for w in plan.windows if w.held] if plan.mode is Mode.RECONCILE else []
-    with_trigger = [w for w in plan.windows if w.youngest_created is not None]
-    youngest = max(with_trigger, key=lambda w: w.youngest_created, default=None)  # type: ignore[arg-type, return-value]
-    until = max((w.hold_until for w in held_windows if w.hold_until), default=None)
-    return {
-        "held": bool(held_windows),
-        "holdUntil": _time(until),
-        "youngestNode": youngest.youngest if youngest else None,
-        "youngestCreated": _time(youngest.youngest_created) if youngest else None,
-    }
-
-
-def _listed(key: str, items: list[Any], whole: bool) -> dict[str, Any]:
-    shown: list[Any] = []
-    size = 0
-    for item in items:
-        size += len(json.dumps(item))
-        if not whole and (len(shown) == LISTED or size > LISTED_BYTES):
-            break
-        shown.append(item)
-    return {key: shown, f"{key}NotListed": len(items) - len(shown)}
-
-
-def render_json(result: RunResult, command: str, whole: bool = False) -> dict[str, Any]:
-    """The run's last line; `whole` (status: one document for scripts, however many nodes) also
-    lists every window, patch, error and node."""
-    plan = result.plan
-    counted = tally(result)
-    windows = sorted(_shown(plan), key=lambda w: not w.held)  # the held ones first
-    events = [
-        {"reason": t.reason, "node": t.node, "kind": t.kind, "message": event_message(t, plan)}
-        for t in result.events
-    ]
-    data = {
-        "command": command,
-        "dryRun": result.dry_run,
-        "now": _time(plan.now),
-        "clock": result.listing.clock,
-        "scope": str(plan.hold.scope),
-        "holdDuration": format_duration(plan.hold.hold_duration),
-        "annotations": list(plan.hold.annotations),
-        "mechanism": str(plan.hold.mechanism),
-        "largeEdge": large_edge(plan) is not None,
-        **_headline(plan),
-        **_listed(
-            "windows", [window_json(w, plan.now) | _window_pools(w, result) for w in windows], whole
-        ),
-        **_listed("errors", [*result.errors, *result.event_errors], whole),
-        **_listed("events", events, whole),
-        **_listed("badValues", [{"node": n, "value": why} for n, why in plan.bad_values], whole),
-        **_listed("revertedNodePools", [p.name for p in result.pools.views if p.reverted], whole),
-        "nodePools": {
-            "listed": len(result.pools.views),
-            "withEntry": sum(1 for p in result.pools.views if p.entry),
-            **_pool_counts(result),
-        },
-        "summary": {
-            "nodes": counted.nodes,
-            **{_camel(c): counted.categories.get(c, 0) for c in _ORDER},
-            "failedByAction": counted.failed_by_action,
-            "ignoredStamps": sum(1 for p in plan.patches if p.ignored),
-            "keptClaims": dict(list(plan.kept_claims.items())[:5]),
-            "keysAdded": counted.keys_added,
-            "keysRemoved": counted.keys_removed,
-            "writes": result.applied.writes if result.applied else 0,
-            "requests": result.requests,
-            "listPages": result.listing.pages,
-        },
-    }
-    if whole:
-        data["patches"] = [patch_json(p) for p in plan.patches]
-        data["nodePoolPatches"] = [pool_json(p) for p in result.pools.patches]
-        data["nodes"] = status_rows(plan)
-    return data
-
-
-def _camel(category: str) -> str:
-    first, *rest = category.split()
-    return first + "".join(w.capitalize() for w in rest)
-
-
 # --- status --------------------------------------------------------------------
 
 
-def status_rows(plan: Plan) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": d.node,
-            "age": format_duration(plan.now - d.created),
-            "window": d.window,
-            "state": state(d) + (" (deleting)" if d.deleting else ""),
-            "annotations": {k: str(s) for k, s in d.keys},
-            "next": d.patch.action if d.patch else "-",
-        }
-        for d in plan.decisions
-    ]
-
-
-def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
-    table = [header, *rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in table
-    ]
-
-
-def _window_state(window: HoldWindow, plan: Plan) -> str:
-    if plan.mode is not Mode.RECONCILE:
+def _window_state(window: dict[str, Any], mode: Mode) -> str:
+    if mode is not Mode.RECONCILE:
         return "released"
-    if window.held:
-        return "held (max-hold)" if window.capped else "held"
-    return f"free until {_time(window.free_until)}" if window.free_until else "released"
+    if window["held"]:
+        return "held (max-hold)" if window["capped"] else "held"
+    return f"free until {window['freeUntil']}" if window["freeUntil"] else "released"
 
 
-def render_status_text(result: RunResult) -> list[str]:
+def status_text(data: dict[str, Any]) -> list[str]:
     """The summary, a table of the hold windows (node scope: the held nodes) and one of the
     nodes."""
-    plan = result.plan
+    mode, budgets = _mode(data), Mechanism(data["mechanism"]).budgets
     windows = [
         (
-            w.name,
-            _window_state(w, plan),
-            w.youngest or "-",
-            format_duration(plan.now - w.youngest_created) if w.youngest_created else "-",
-            _time(w.hold_until) or "-",
-            f"{format_duration(w.duration)} ({_source(w.sources[0])})",
-            f"{format_duration(w.max_hold) if w.max_hold else 'none'} ({_source(w.sources[1])})",
-            str(w.nodes),
-            *_entries(w, result),
+            w["name"],
+            _window_state(w, mode),
+            w["youngestNode"] or "-",
+            w["youngestAge"] or "-",
+            w["holdUntil"] or "-",
+            f"{w['holdDuration']} ({w['holdDurationFrom']})",
+            f"{w['maxHold'] or 'none'} ({w['maxHoldFrom']})",
+            str(w["nodes"]),
+            *(["{nodePoolsWithEntry} of {nodePools}".format(**w)] if budgets else []),
         )
-        for w in _shown(plan)
+        for w in data["windows"]
     ]
-    nodes = [(r["name"], r["age"], r["window"], r["state"], r["next"]) for r in status_rows(plan)]
-    ignored = [f"node/{p.node}: ignored {why}" for p in plan.patches for why in p.ignored]
+    nodes = [(r["name"], r["age"], r["window"], r["state"], r["next"]) for r in data["nodes"]]
+    ignored = [
+        f"node/{p['node']}: ignored {why}" for p in data["patches"] for why in p.get("ignored", [])
+    ]
     head = ("WINDOW", "STATE", "YOUNGEST NODE", "AGE", "HOLD UNTIL", "HOLD", "MAX HOLD", "NODES")
     return [
-        *pool_summary(result),
-        *decision_lines(result),
+        *_pool_lines(data),
+        *_decision_lines(data),
         "",
-        *_table((*head, *["NODEPOOLS WITH ENTRY"] * plan.hold.mechanism.budgets), windows),
+        *table((*head, *["NODEPOOLS WITH ENTRY"] * budgets), windows),
         "",
-        *_table(("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"), nodes),
+        *table(("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"), nodes),
         *ignored,
     ]
-
-
-def _entries(window: HoldWindow, result: RunResult) -> list[str]:
-    """`1 of 3`: the status column of NodePools with node-holder's entry (none: no budgets)."""
-    counts = _window_pools(window, result)
-    return ["{nodePoolsWithEntry} of {nodePools}".format(**counts)] if counts else []

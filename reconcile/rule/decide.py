@@ -489,7 +489,7 @@ def _decide_pin(
         if theirs:
             key = theirs[0]
             return decision, (
-                f"not pinned: {key} is {annotations[key]!r}, someone else's value; "
+                f"{key} is {annotations[key]!r}, someone else's value; "
                 f"to pin it, remove it first (kubectl annotate node {node.name} {key}-)"
             )
         added = {k for k in hold.annotations if k not in annotations}

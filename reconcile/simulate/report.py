@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from reconcile.rule.settings import format_duration
+from reconcile.rule.text import table
 from reconcile.simulate.replay import EPOCH, Result, Simulation
 from reconcile.simulate.timeline import iso
 
@@ -63,43 +63,43 @@ def figures(result: Result, sim: Simulation) -> dict[str, Any]:
     return {
         "label": result.label,
         "primary": result is sim.primary,
-        "hold_duration_seconds": hold.hold_duration.total_seconds(),
+        "holdDurationSeconds": hold.hold_duration.total_seconds(),
         "scope": hold.scope.value,
-        "max_hold_seconds": hold.max_hold.total_seconds() if hold.max_hold else None,
-        "holds_started": len(result.periods),
-        "held_runs": result.held_runs,
-        "held_seconds": held,
-        "held_share": held / total if total else 0.0,
-        "node_minutes": minutes,
-        "node_minutes_held": held_minutes,
-        "node_minutes_held_share": held_minutes / minutes if minutes else 0.0,
-        "removed_while_held": result.removed_while_held,
-        "launches_avoided_estimate": result.launches_avoided,
-        "node_hours_kept_estimate": round(result.node_hours_kept, 3),
+        "maxHoldSeconds": hold.max_hold.total_seconds() if hold.max_hold else None,
+        "holdsStarted": len(result.periods),
+        "heldRuns": result.held_runs,
+        "heldSeconds": held,
+        "heldShare": held / total if total else 0.0,
+        "nodeMinutes": minutes,
+        "nodeMinutesHeld": held_minutes,
+        "nodeMinutesHeldShare": held_minutes / minutes if minutes else 0.0,
+        "nodesRemovedWhileHeld": result.removed_while_held,
+        "launchesAvoidedEstimate": result.launches_avoided,
+        "nodeHoursKeptEstimate": round(result.node_hours_kept, 3),
         "writes": {
             "total": writes,
-            "per_run_avg": writes / max(result.runs, 1),
-            "per_run_max": max(result.writes, default=0),
-            "nodepools_budget": result.budget_writes,
+            "perRunAvg": writes / max(result.runs, 1),
+            "perRunMax": max(result.writes, default=0),
+            "nodePoolsBudget": result.budget_writes,
         },
         "events": result.events,
         "requests": result.requests,
-        "runs_decided": result.replayed,
-        "replay_seconds": round(result.seconds, 3),
+        "runsDecided": result.replayed,
+        "replaySeconds": round(result.seconds, 3),
         "periods": [
             {
                 "window": p.window,
                 "start": iso(p.start),
                 "end": p.end and iso(p.end),
-                "duration_seconds": p.duration(sim.window.end).total_seconds(),
+                "durationSeconds": p.duration(sim.window.end).total_seconds(),
                 "trigger": p.trigger,
-                "trigger_group": p.trigger_group,
+                "triggerGroup": p.trigger_group,
                 "extended": p.extended,
-                "peak_held": p.peak_held,
+                "peakHeld": p.peak_held,
             }
             for p in result.periods
         ],
-        "held_nodes": result.held_nodes,
+        "heldNodes": result.held_nodes,
     }
 
 
@@ -118,13 +118,13 @@ def render(sim: Simulation, output: str, plot: str | None) -> list[str]:
             "replay": {
                 "start": iso(window.start),
                 "end": iso(window.end),
-                "interval_seconds": window.interval.total_seconds(),
+                "intervalSeconds": window.interval.total_seconds(),
                 "runs": window.runs,
             },
             "sweep": sim.sweep,
-            "present_nodes": sim.primary.present_nodes,
+            "presentNodes": sim.primary.present_nodes,
             "configurations": columns,
-            "elapsed_seconds": round(sim.elapsed, 3),
+            "elapsedSeconds": round(sim.elapsed, 3),
             **({"plot": plot} if plot else {}),
         }
         return [json.dumps(data, indent=2)]
@@ -199,7 +199,7 @@ def _periods(sim: Simulation) -> list[str]:
             ]
         )
     head += ["newer", "nodes held"]
-    lines += ["  " + line for line in _table(head, rows, right={2, len(head) - 2, len(head) - 1})]
+    lines += ["  " + line for line in table(head, rows, right={2, len(head) - 2, len(head) - 1})]
     if len(result.periods) > MAX_PERIOD_LINES:
         lines.append(
             f"  ... and {len(result.periods) - MAX_PERIOD_LINES} more (all in --output json)"
@@ -218,20 +218,20 @@ def _periods(sim: Simulation) -> list[str]:
 #: The comparison's rows: a name, and how to show a configuration's figure (given the
 #: replay's length in seconds).
 _ROWS: tuple[tuple[str, Callable[[dict[str, Any], float], str]], ...] = (
-    ("holds started", lambda c, _: str(c["holds_started"])),
-    ("time held", lambda c, _: format_duration(timedelta(seconds=c["held_seconds"]))),
-    ("share of time held", lambda c, total: _pct(c["held_seconds"], total)),
-    ("node-minutes held", lambda c, _: f"{c['node_minutes_held']:,.0f}"),
-    ("share of node-minutes held", lambda c, _: _pct(c["node_minutes_held"], c["node_minutes"])),
-    ("nodes removed while held", lambda c, _: str(c["removed_while_held"])),
-    ("launches avoided (estimate)", lambda c, _: str(c["launches_avoided_estimate"])),
-    ("node-hours kept (estimate)", lambda c, _: f"{c['node_hours_kept_estimate']:,.1f}"),
+    ("holds started", lambda c, _: str(c["holdsStarted"])),
+    ("time held", lambda c, _: format_duration(timedelta(seconds=c["heldSeconds"]))),
+    ("share of time held", lambda c, total: _pct(c["heldSeconds"], total)),
+    ("node-minutes held", lambda c, _: f"{c['nodeMinutesHeld']:,.0f}"),
+    ("share of node-minutes held", lambda c, _: _pct(c["nodeMinutesHeld"], c["nodeMinutes"])),
+    ("nodes removed while held", lambda c, _: str(c["nodesRemovedWhileHeld"])),
+    ("launches avoided (estimate)", lambda c, _: str(c["launchesAvoidedEstimate"])),
+    ("node-hours kept (estimate)", lambda c, _: f"{c['nodeHoursKeptEstimate']:,.1f}"),
     ("node writes (PATCH)", lambda c, _: f"{c['writes']['total']:,}"),
     (
         "writes per run: avg / max",
-        lambda c, _: f"{c['writes']['per_run_avg']:.2f} / {c['writes']['per_run_max']}",
+        lambda c, _: f"{c['writes']['perRunAvg']:.2f} / {c['writes']['perRunMax']}",
     ),
-    ("NodePool writes if --mechanism budget", lambda c, _: f"{c['writes']['nodepools_budget']:,}"),
+    ("NodePool writes if --mechanism budget", lambda c, _: f"{c['writes']['nodePoolsBudget']:,}"),
     ("Events recorded", lambda c, _: str(c["events"])),
     ("API requests (computed)", lambda c, _: f"{c['requests']:,}"),
 )
@@ -245,7 +245,7 @@ def _comparison(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
     return [
         f"Comparison: the same {sim.window.runs:,} runs for each configuration "
         "(duration[/scope][/max=cap])",
-        *["  " + line for line in _table(head, rows, right=set(range(1, len(head))))],
+        *["  " + line for line in table(head, rows, right=set(range(1, len(head))))],
         "  * primary configuration (--hold-duration, --hold-scope, --max-hold): holds listed above",
         f"  time held: at least one node carries the hold annotation ({hold.annotations[0]})",
         "  node-minutes held: one node carrying it for one minute counts one",
@@ -261,19 +261,19 @@ def _comparison(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
 
 def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
     """Each hold duration's gain (estimates) against its cost, with bars to find the knee."""
-    columns = sorted(columns, key=lambda c: c["hold_duration_seconds"])
+    columns = sorted(columns, key=lambda c: c["holdDurationSeconds"])
     total = (sim.window.end - sim.window.start).total_seconds()
-    top = max(c["launches_avoided_estimate"] for c in columns) or 1
-    most = max(c["node_hours_kept_estimate"] for c in columns) or 1.0
+    top = max(c["launchesAvoidedEstimate"] for c in columns) or 1
+    most = max(c["nodeHoursKeptEstimate"] for c in columns) or 1.0
     head = ["hold", "time held", "node-hours held", "launches avoided (est.)"]
     rows = []
     for c in columns:
-        avoided, kept = c["launches_avoided_estimate"], c["node_hours_kept_estimate"]
+        avoided, kept = c["launchesAvoidedEstimate"], c["nodeHoursKeptEstimate"]
         rows.append(
             [
                 c["label"] + (" *" if c["primary"] else ""),
-                _pct(c["held_seconds"], total),
-                f"{c['node_minutes_held'] / 60:,.1f}",
+                _pct(c["heldSeconds"], total),
+                f"{c['nodeMinutesHeld'] / 60:,.1f}",
                 f"{avoided:>6} {_bar(avoided / top)}",
                 f"{kept:>8,.1f} {_bar(kept / most)}",
             ]
@@ -282,7 +282,7 @@ def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
     return [
         f"Sweep: what each hold duration buys and costs ({hold.scope} scope; the same "
         f"{sim.window.runs:,} runs each)",
-        *["  " + line for line in _table([*head, "node-hours kept (est.)"], rows, right={1, 2})],
+        *["  " + line for line in table([*head, "node-hours kept (est.)"], rows, right={1, 2})],
         "  * primary configuration; time held: share of the replay with any node held",
         "  node-hours held: node time that carried the hold annotation (the cost)",
         *[line.format(group=hold.group_label) for line in ESTIMATES],
@@ -348,51 +348,19 @@ def _axis(start: datetime, interval: timedelta, runs: int, per: int) -> str:
     return "".join(line).rstrip()
 
 
-def _table(head: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = []
-    for row in [head, *rows]:
-        cells = [
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-    return lines
-
-
 # --- progress ------------------------------------------------------------------------------
 
 
-class ProgressLine:
-    """Runs done / total per configuration on stderr, once a replay takes a while
-    (docs/simulate.md, "Command line"): most replays are done before `after` seconds."""
+class Finished:
+    """One stderr line as each configuration's replay ends (`simulate: 20m/group done (3 of
+    5)`): a long comparison shows how far it is, and a log file gets whole lines."""
 
-    def __init__(
-        self, stream: TextIO, configurations: int, after: float = 2.0, every: float = 1.0
-    ) -> None:
-        self.stream, self.configurations = stream, configurations
-        self.after, self.every = after, every
-        self.began = time.monotonic()
-        self.shown = 0.0
-        self.labels: list[str] = []
-        self.tty = stream.isatty()
+    def __init__(self, stream: TextIO, configurations: int) -> None:
+        self.stream, self.configurations, self.done = stream, configurations, 0
 
-    def __call__(self, label: str, done: int, total: int) -> None:
-        if not self.labels or self.labels[-1] != label:
-            self.labels.append(label)
-        now = time.monotonic()
-        if now - self.began < self.after or (now - self.shown < self.every and done < total):
+    def __call__(self, label: str, runs: int, total: int) -> None:
+        if runs < total:
             return
-        self.shown = now
-        text = (
-            f"simulate: configuration {len(self.labels)}/{self.configurations} ({label}): "
-            f"{done:,}/{total:,} runs, {now - self.began:.0f}s"
-        )
-        self.stream.write(f"\r{text}\033[K" if self.tty else text + "\n")
+        self.done += 1
+        self.stream.write(f"simulate: {label} done ({self.done} of {self.configurations})\n")
         self.stream.flush()
-
-    def close(self) -> None:
-        """End the line rewritten in place, so the report starts on its own line."""
-        if self.tty and self.shown:
-            self.stream.write("\n")
-            self.stream.flush()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from reconcile.rule.text import table
 from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer
 
@@ -248,3 +249,45 @@ def test_a_dry_run_says_on_every_run_how_many_holds_it_leaves_and_how_to_release
     assert all(api.annotations(n)[KEY] == "true" for n in ("a", "b", "c"))
     assert said not in run(kubeconfig, "reconcile").stderr  # a real run removes them
     assert "dry run:" not in run(kubeconfig, "reconcile", "--dry-run").stderr
+
+
+def test_the_text_words_the_json_summary_of_the_same_run(api: ApiServer, kubeconfig: Path):
+    """One summary, two renderings: each text line is the JSON line's fields in words."""
+    api.set_clock(api.now())  # the text and the JSON run see the same ages
+    for name, pool, minutes, marks in (
+        ("young", "a", 2, None),
+        ("a-old", "a", 300, None),
+        ("b-old", "b", 300, {KEY: "true", MARKER: KEY}),  # its hold ends in this run
+        ("c-old", "c", 300, None),
+    ):
+        created = api.now() - timedelta(minutes=minutes)
+        labels = {"karpenter.sh/nodepool": pool}
+        api.add_node(name, created=created, eks=False, labels=labels, annotations=marks)
+    args = ("reconcile", "--dry-run", "--hold-scope", "group")
+
+    text, as_json = run(kubeconfig, *args), run(kubeconfig, *args, "--output", "json")
+
+    assert text.code == as_json.code == 0, text.stderr + as_json.stderr
+    data = as_json.json
+    windows = {w["name"]: w for w in data["windows"]}
+    held, ended = windows["karpenter.sh/nodepool=a"], windows["karpenter.sh/nodepool=b"]
+    assert (held["nodePatches"], ended["nodePatches"], data["windowCount"]) == (2, 1, 3)
+    assert windows["karpenter.sh/nodepool=c"]["nodePatches"] == 0
+    counts = summary(as_json)
+    assert text.lines[-3:] == [
+        f"group {held['name']}: held: youngest node {held['youngestNode']} is "
+        f"{held['youngestAge']} old, hold until {held['holdUntil']} ({held['holdLeft']} left)",
+        f"group {ended['name']}: released: youngest node {ended['youngestNode']} is "
+        f"{ended['youngestAge']} old, hold ended at {ended['holdUntil']}",
+        f"1 of {data['windowCount']} groups held (group scope); {counts['nodes']} nodes: "
+        f"{counts['added']} would be added, {counts['removed']} would be removed, "
+        f"{counts['unchanged']} unchanged, 0 held by others, 0 exempt, 0 deleting (keys: "
+        f"+{KEY} on {counts['keysAdded'][KEY]}, -{KEY} on {counts['keysRemoved'][KEY]})",
+    ]
+    assert (held["holdLeft"], counts["added"], counts["removed"]) == ("18m", 2, 1)
+
+
+def test_status_and_simulate_tables_share_one_helper() -> None:
+    """Columns as wide as their widest cell, figures aligned right, no trailing spaces."""
+    lines = table(("NAME", "NODES", ""), [("a", "3", "x"), ("long-name", "120", "")], right={1})
+    assert lines == ["NAME       NODES", "a              3  x", "long-name    120"]

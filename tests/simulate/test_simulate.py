@@ -4,14 +4,12 @@ output, progress, and the demo's own command."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,6 @@ import pytest
 from reconcile.rule.decide import NodeView
 from reconcile.rule.settings import HoldSettings
 from reconcile.simulate.replay import ReplayOptions, Simulation, replay, replay_window, simulate
-from reconcile.simulate.report import ProgressLine
 from reconcile.simulate.timeline import load_timeline
 from scripts import generate_day
 from tests.clusters import CliResult, run_cli
@@ -60,12 +57,12 @@ def figures(column: dict[str, Any]) -> dict[str, Any]:
             (p["start"][11:16], p["end"] and p["end"][11:16], p["trigger"], p["extended"])
             for p in column["periods"]
         ],
-        "held_runs": column["held_runs"],
-        "node_minutes_held": column["node_minutes_held"],
+        "held_runs": column["heldRuns"],
+        "node_minutes_held": column["nodeMinutesHeld"],
         "writes": column["writes"]["total"],
-        "max_writes": column["writes"]["per_run_max"],
+        "max_writes": column["writes"]["perRunMax"],
         "events": column["events"],
-        "removed_while_held": column["removed_while_held"],
+        "removed_while_held": column["nodesRemovedWhileHeld"],
     }
 
 
@@ -102,10 +99,28 @@ def test_one_new_node_in_an_old_cluster_holds_for_exactly_the_hold_duration(
     }
     # Every run lists once; the rest are the patches and Events: all went to the server.
     assert twenty["requests"] == 60 + 6 + 2
-    assert twenty["held_share"] == pytest.approx(20 / 60)
-    assert twenty["node_minutes"] == 180.0
-    assert twenty["held_nodes"] == [3] * 20 + [0] * 40
-    assert data["present_nodes"] == [3] * 60
+    assert twenty["heldShare"] == pytest.approx(20 / 60)
+    assert twenty["nodeMinutes"] == 180.0
+    assert twenty["heldNodes"] == [3] * 20 + [0] * 40
+    assert data["presentNodes"] == [3] * 60
+
+
+def test_every_json_key_is_camel_case_as_in_reconcile_s_json(tmp_path: Path) -> None:
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    keys: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            keys.extend(value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(simulate_json(path, "--compare", "40m/group/max=1h"))
+    assert {"nodesRemovedWhileHeld", "nodePoolsBudget", "peakHeld", "presentNodes"} <= set(keys)
+    assert [k for k in keys if not re.fullmatch(r"[a-z]+(?:[A-Z][a-z]*)*", k)] == []
 
 
 def test_a_node_created_between_runs_is_seen_by_the_next_run_and_a_newer_one_extends(
@@ -168,11 +183,11 @@ def test_what_a_hold_buys_is_estimated_as_launches_avoided_and_node_hours_kept(
 ) -> None:
     path = timeline_file(tmp_path, *BUYS)
     twenty, five = simulate_json(path, "--compare", "5m")["configurations"]
-    assert twenty["removed_while_held"] == 2
-    assert twenty["launches_avoided_estimate"] == 1  # `again` replaces one; `other` is pool c
-    assert twenty["node_hours_kept_estimate"] == round((14.5 + 12) / 60, 3)  # up to 00:20
+    assert twenty["nodesRemovedWhileHeld"] == 2
+    assert twenty["launchesAvoidedEstimate"] == 1  # `again` replaces one; `other` is pool c
+    assert twenty["nodeHoursKeptEstimate"] == round((14.5 + 12) / 60, 3)  # up to 00:20
     # A 5m hold ends at 00:05, before either removal: it buys nothing here.
-    assert (five["launches_avoided_estimate"], five["node_hours_kept_estimate"]) == (0, 0.0)
+    assert (five["launchesAvoidedEstimate"], five["nodeHoursKeptEstimate"]) == (0, 0.0)
     out = run_cli("simulate", path, "--compare", "5m").stdout
     assert re.search(r"^  launches avoided \(estimate\)\s+1\s+0$", out, re.MULTILINE), out
     assert re.search(r"^  node-hours kept \(estimate\)\s+0\.4\s+0\.0$", out, re.MULTILINE), out
@@ -238,11 +253,11 @@ def test_group_scope_holds_only_the_group_that_grew(tmp_path: Path) -> None:
     data = simulate_json(path, "--hold-scope", "group", "--compare", "20m/cluster")
     group, cluster = data["configurations"]
     assert (group["label"], cluster["label"]) == ("20m/group", "20m")
-    assert [(p["window"], p["trigger"], p["peak_held"]) for p in group["periods"]] == [
+    assert [(p["window"], p["trigger"], p["peakHeld"]) for p in group["periods"]] == [
         (f"{POOL}=b", "b-new", 2)
     ]
-    assert group["node_minutes_held"] == 2 * 20.0
-    assert cluster["node_minutes_held"] == 4 * 20.0
+    assert group["nodeMinutesHeld"] == 2 * 20.0
+    assert cluster["nodeMinutesHeld"] == 4 * 20.0
 
 
 def test_requests_are_computed_as_list_pages_patches_and_events(tmp_path: Path) -> None:
@@ -254,7 +269,7 @@ def test_requests_are_computed_as_list_pages_patches_and_events(tmp_path: Path) 
     Path(path).write_text(Path(path).read_text() + olds)
     data = simulate_json(path)
     (column,) = data["configurations"]
-    assert data["present_nodes"] == [1001] * 30
+    assert data["presentNodes"] == [1001] * 30
     # 1,001 nodes: 3 list pages of 500 per run; every node patched on and off; 2 Events.
     assert column["writes"]["total"] == 2 * 1001
     assert column["events"] == 2
@@ -339,24 +354,19 @@ def test_simulate_imports_no_http_client_and_no_test_server(tmp_path: Path) -> N
     assert "Replayed 1 configuration(s) x 60 runs" in done.stdout
 
 
-def test_progress_shows_runs_per_configuration_only_once_it_takes_a_while(
-    monkeypatch: pytest.MonkeyPatch,
+def test_each_configuration_says_on_one_stderr_line_when_its_replay_is_done(
+    tmp_path: Path,
 ) -> None:
-    clock = iter([0.0, 0.5, 1.0, 2.5, 2.6, 3.7, 3.8])
-    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
-    stream = io.StringIO()
-    progress = ProgressLine(stream, configurations=2, after=2.0, every=1.0)
-    progress("20m", 1, 100)  # 0.5 s: too early
-    progress("20m", 50, 100)  # 1.0 s: too early
-    progress("20m", 100, 100)  # 2.5 s: shown
-    progress("10m", 1, 100)  # 2.6 s: shown less than a second ago
-    progress("10m", 60, 100)  # 3.7 s: shown
-    progress("10m", 100, 100)  # 3.8 s: the end of a configuration is always shown
-    assert stream.getvalue().splitlines() == [
-        "simulate: configuration 1/2 (20m): 100/100 runs, 2s",
-        "simulate: configuration 2/2 (10m): 60/100 runs, 4s",
-        "simulate: configuration 2/2 (10m): 100/100 runs, 4s",
-    ]
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:00:00Z}")
+    for output in ("text", "json"):
+        result = run_cli("simulate", path, "--compare", "10m,40m/group", "--output", output)
+        assert result.code == 0, result.stderr
+        assert result.stderr.splitlines() == [
+            "simulate: 20m done (1 of 3)",
+            "simulate: 10m done (2 of 3)",
+            "simulate: 40m/group done (3 of 3)",
+        ]
+        assert " done (" not in result.stdout
 
 
 # --- the command line -----------------------------------------------------------------
@@ -426,7 +436,7 @@ def test_compare_overrides_a_nodepools_own_settings(tmp_path: Path) -> None:
             "20m/pool:batch=0",
             "20m/pool:web=5m/pool:batch:max=50m",
         ]
-        held = [c["held_runs"] for c in columns.values()]
+        held = [c["heldRuns"] for c in columns.values()]
         assert held == [45, 10, 0, 45], source  # the batch node's own 45m, then 10m, then never
 
 
