@@ -268,17 +268,18 @@ def _entries(records: Iterable[tuple[str, Fields]]) -> list[TimelineNode]:
 
 def _node(record: str, fields: Fields) -> TimelineNode:
     name = _name(*fields["name"], record)
-    created = _time(*fields["created"], record, required=True)
-    deleted = _time(*fields["deleted"], record)
-    if deleted is not None and deleted < created:  # type: ignore[operator]
+    created, deleted = _time(*fields["created"], record), _time(*fields["deleted"], record)
+    if created is None:
+        key = fields["created"][1]
+        raise _at(record, f"no `{key}` time; add `{key}: {TIME_EXAMPLE}`")
+    if deleted is not None and deleted < created:
         raise _at(
             record,
-            f"deleted {iso(deleted)} is before created {iso(created)}; "  # type: ignore[arg-type]
-            "swap them or fix the times",
+            f"deleted {iso(deleted)} is before created {iso(created)}; swap them or fix the times",
         )
     labels = _mapping(*fields["labels"], record, "{karpenter.sh/nodepool: batch}")
     annotations = _mapping(*fields["annotations"], record, "{karpenter.sh/do-not-disrupt: 'true'}")
-    return TimelineNode(name, created, deleted, labels, annotations)  # type: ignore[arg-type]
+    return TimelineNode(name, created, deleted, labels, annotations)
 
 
 def _name(raw: Any, key: str, record: str) -> str:
@@ -295,10 +296,8 @@ def _name(raw: Any, key: str, record: str) -> str:
     return raw
 
 
-def _time(raw: Any, key: str, record: str, required: bool = False) -> datetime | None:
+def _time(raw: Any, key: str, record: str) -> datetime | None:
     if raw is None or raw == "":
-        if required:
-            raise _at(record, f"no `{key}` time; add `{key}: {TIME_EXAMPLE}`")
         return None
     try:
         return parse_time(raw)
@@ -399,12 +398,11 @@ def _merge(nodes: Iterable[TimelineNode]) -> list[TimelineNode]:
             group.append(node)
             continue
         a = group[i]
+        deleted = [t for t in (a.deleted, node.deleted) if t is not None]  # one file saw it go
         group[i] = replace(
             a,
             created=min(a.created, node.created),
-            deleted=max(
-                (t for t in (a.deleted, node.deleted) if t), default=None
-            ),  # a seen removal wins
+            deleted=max(deleted, default=None),
             labels={**a.labels, **node.labels},
             annotations={**a.annotations, **node.annotations},
         )

@@ -259,7 +259,7 @@ def test_a_step_longer_than_the_shortest_hold_compared_is_exit_2_before_any_repl
 # --- generated days through the real Prometheus -------------------------------------------
 
 # Two days, not a week: promtool writes a block per 2 hours, each synced to disk (about a
-# fifth of a second each on the project's machine); docs/simulate.md has a week's figures.
+# fifth of a second each on the project's shared machine), so a week would take 15 s.
 DAYS = 2
 STEP = timedelta(minutes=5)
 START = datetime(2024, 5, 13, tzinfo=UTC)  # a Monday
