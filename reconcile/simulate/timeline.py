@@ -453,14 +453,11 @@ def _series(i: int, series: Any) -> tuple[str, str, str, list[tuple[str, float, 
     metric = series.get("metric") if isinstance(series, dict) else None
     metric = metric if isinstance(metric, dict) else {}
     what, node = metric.get("__name__"), metric.get("node")
-    record = f'result[{i}] ({what}{{node="{node}"}})'
-    if what not in (CREATED, LABELS):
-        raise _at(
-            record,
-            f"a series of {what or 'no metric name'}; query {CREATED} and {LABELS} "
-            "themselves, without aggregation",
-        )
-    name = _name(node, "node label", record)
+    record = f"result[{i}] ({what or ''}" + (f'{{node="{node}"}})' if node else ")")
+    if what not in (CREATED, LABELS) or not node:
+        wrong = "no node label" if what in (CREATED, LABELS) else f"not {CREATED} or {LABELS}"
+        raise _at(record, f"{wrong}: query kube-state-metrics' series themselves, unaggregated")
+    name = _name(node, "node", record)
     pool = metric.get(POOL_LABEL, "")
     if problem := label_value_problem(pool):
         raise _at(record, f"the NodePool {POOL_LABEL}={pool!r} {problem}")

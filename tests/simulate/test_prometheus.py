@@ -57,17 +57,17 @@ def minutes(*offsets: int, value: str) -> list[tuple[float, str]]:
     return [(T + 60 * m, value) for m in offsets]
 
 
-def load(tmp_path: Path, *documents: Any, hold: timedelta | None = None) -> Timeline:
+def load(tmp_path: Path, *documents: Any) -> Timeline:
     paths = []
     for i, document in enumerate(documents):
         paths.append(tmp_path / f"answer-{i}.json")
         paths[-1].write_text(json.dumps(document))
-    return load_timeline([str(p) for p in paths], hold)
+    return load_timeline([str(p) for p in paths])
 
 
-def error(tmp_path: Path, *documents: Any, hold: timedelta | None = None) -> str:
+def error(tmp_path: Path, *documents: Any) -> str:
     with pytest.raises(TimelineError) as info:
-        load(tmp_path, *documents, hold=hold)
+        load(tmp_path, *documents)
     message = str(info.value)
     assert "\n" not in message
     return message.replace(str(tmp_path) + "/", "")
@@ -150,15 +150,10 @@ def test_standard_input(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_timeline_and_an_answer_merge_by_node(tmp_path: Path) -> None:
     """A Prometheus answer beside `kubectl get nodes -o json`: the same node is one node."""
-    node = {"kind": "Node", "metadata": {"name": "a", "creationTimestamp": "2024-05-13T23:00:00Z"}}
+    meta = {"name": "a", "creationTimestamp": "2024-05-13T23:00:00Z", "labels": {"team": "x"}}
     nodes = tmp_path / "nodes.json"
     nodes.write_text(
-        json.dumps(
-            {
-                "kind": "NodeList",
-                "items": [{**node, "metadata": {**node["metadata"], "labels": {"team": "x"}}}],
-            }
-        )
+        json.dumps({"kind": "NodeList", "items": [{"kind": "Node", "metadata": meta}]})
     )
     (tmp_path / "prom.json").write_text(json.dumps(answer(*SMALL)))
     timeline = load_timeline([str(nodes), str(tmp_path / "prom.json")])
@@ -191,13 +186,13 @@ def test_a_timeline_and_an_answer_merge_by_node(tmp_path: Path) -> None:
             'kube_node_labels"}',
         ),
         (
-            answer({"metric": {"__name__": "up"}, "values": [[T, "1"]]}),
-            'answer-0.json: result[0] (up{node="None"}): a series of up; query kube_node_created',
+            answer({"metric": {"__name__": "up", "job": "x"}, "values": [[T, "1"]]}),
+            "answer-0.json: result[0] (up): not kube_node_created or kube_node_labels: query "
+            "kube-state-metrics' series themselves, unaggregated",
         ),
         (
-            answer({"metric": {"node": "a"}, "values": [[T, "1"]]}),
-            'result[0] (None{node="a"}): a series of no metric name; query kube_node_created and '
-            "kube_node_labels themselves, without aggregation",
+            answer({"metric": {"node": "a"}, "values": [[T, "1"]]}),  # max by (node) (...)
+            'result[0] ({node="a"}): not kube_node_created or kube_node_labels: query',
         ),
         (
             answer(series(CREATED, "a", [(T, "1"), (T + 60, "soon")])),
@@ -218,7 +213,7 @@ def test_a_timeline_and_an_answer_merge_by_node(tmp_path: Path) -> None:
         ),
         (
             answer({"metric": {"__name__": CREATED}, "values": [[T, "1"]]}),
-            'result[0] (kube_node_created{node="None"}): no node label; add `node label: <node',
+            "result[0] (kube_node_created): no node label: query",
         ),
         (
             answer(series(CREATED, "Node_A", [(T, "1")])),
