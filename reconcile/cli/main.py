@@ -146,9 +146,10 @@ def _pinning(mode: Mode, parsed: Parsed, nodes: tuple[str, ...]) -> None:
 def simulate(parsed: Parsed, timeline: tuple[str, ...]) -> None:
     """Replay a node timeline through the reconciler's decision, to choose a hold duration.
 
-    TIMELINE is YAML, JSON or CSV (`nodes: [{name, created, deleted, labels}]`),
-    or kubectl output: `kubectl get nodes -o json`, `kubectl get nodeclaims -o json`
-    or node Events; several files are merged, `-` reads standard input. Every run
+    TIMELINE is YAML or JSON (`nodes: [{name, created, deleted, labels}]`), kubectl
+    output (`kubectl get nodes -o json`, `kubectl get nodeclaims -o json`) or the JSON
+    answer of a Prometheus range query of kube_node_created (and kube_node_labels);
+    several files are merged, `-` reads standard input. Every run
     decides with the same pure decide() as the CronJob and applies its patches to
     the nodes in memory. No cluster is touched. See docs/simulate.md.
 
@@ -157,7 +158,7 @@ def simulate(parsed: Parsed, timeline: tuple[str, ...]) -> None:
       node-holder simulate reconcile/examples/batch-day.yaml --compare 10m,40m,20m/group
       node-holder simulate reconcile/examples/batch-day.yaml --sweep 10m,20m,40m,1h
       kubectl get nodes -o json | node-holder simulate - --last 24h
-      node-holder simulate history.csv --hold-duration 30m --output json
+      node-holder simulate history.json --hold-duration 30m --output json
     """
     from reconcile.simulate import plot, replay  # noqa: PLC0415 (--help needs none of it)
     from reconcile.simulate import report as simulate_report  # noqa: PLC0415

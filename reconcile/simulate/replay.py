@@ -720,6 +720,6 @@ def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Simulatio
             moments.append(None if raw is None else parse_time(raw))
         except ValueError as exc:
             raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
-    timeline = load_timeline(list(paths))
+    timeline = load_timeline(list(paths), min(h.hold_duration for h in holds))
     window = replay_window(timeline, holds, asked.interval, *moments, asked.last)
     return Simulation(timeline, window, holds, asked.sweep is not None)

@@ -1,45 +1,53 @@
 """Node timelines for `node-holder simulate`: which nodes existed when, read from files.
 
-YAML, JSON and CSV timelines, and kubectl's own output (Nodes, Karpenter NodeClaims, node
-Events) so a cluster's data needs no conversion: docs/simulate.md, "Timeline formats".
-Every problem is one TimelineError line `FILE:LINE: what is wrong; how to fix` (exit 2):
-each format turns its records into fields that know where they sit (a path in the document,
-or a CSV line), and one function checks them all; a bad value's path is looked up in the
-file composed as YAML (JSON is YAML too).
+YAML and JSON timelines, kubectl's own output (Nodes, Karpenter NodeClaims), and the answer of
+a Prometheus range query of kube-state-metrics' `kube_node_created` (with `kube_node_labels`
+for the NodePool), so a cluster's data needs no conversion: docs/simulate.md, "Timeline
+formats". Every problem is one TimelineError line (exit 2) naming the file and, for a bad
+value, the record: `history.yaml: nodes[12] (name ip-10-0-1-2): created 'noon' is not an
+RFC 3339 time; ...`. Syntax errors name the line the parser stopped at.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
+import math
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from functools import reduce
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from reconcile.rule.names import DNS_SUBDOMAIN, label_value_problem, qualified_name_problem
-from reconcile.rule.settings import NODE_HOLD, NODE_MAX_HOLD, ConfigError, format_time
+from reconcile.rule.settings import (
+    DEFAULT_GROUP_LABEL,
+    NODE_HOLD,
+    NODE_MAX_HOLD,
+    ConfigError,
+    format_duration,
+    format_time,
+)
 
-ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")  # CSV's columns too
+ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")
 TOP_KEYS = ("nodes", "start", "end", "description")
-REGISTERED = frozenset({"RegisteredNode"})  # node lifecycle controller: "Registered Node x"
-REMOVED = frozenset({"RemovingNode", "DeletingNode"})  # "Removing Node x from Controller"
 TIME_EXAMPLE = "2024-05-14T08:30:00Z"
-_EARLIEST, _LATEST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+#: kube-state-metrics: the node's creationTimestamp as the value; its labels, as
+#: `label_<key with . and / as _>` (with --metric-labels-allowlist=nodes=[karpenter.sh/nodepool])
+CREATED, LABELS, POOL_LABEL = "kube_node_created", "kube_node_labels", "label_karpenter_sh_nodepool"
 
-Where = tuple[str | int, ...]  # where a value sits: ("nodes", 3, "created"), or (CSV line, key)
-Fields = dict[str, tuple[Any, Where]]  # a record's raw values, each with where it sits
+Fields = dict[str, tuple[Any, str]]  # a record's raw values, each with the word its file uses
 
 
 class TimelineError(ConfigError):
-    """A timeline file that cannot be replayed: one line naming the file and line."""
+    """A timeline file that cannot be replayed: one line naming the file and the record."""
 
 
 @dataclass(frozen=True)
@@ -48,16 +56,16 @@ class TimelineNode:
     the annotations it has when it appears (docs/simulate.md, "Timeline formats")."""
 
     name: str
-    created: datetime | None  # None: existed before the timeline (only a removal was seen)
+    created: datetime
     deleted: datetime | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
 
     def overlaps(self, other: TimelineNode) -> bool:
         """Whether two lives with the same name overlap (so they are the same node)."""
-        return (self.created or _EARLIEST) < (other.deleted or _LATEST) and (
-            other.created or _EARLIEST
-        ) < (self.deleted or _LATEST)
+        return (self.deleted is None or other.created < self.deleted) and (
+            other.deleted is None or self.created < other.deleted
+        )
 
 
 @dataclass(frozen=True)
@@ -66,18 +74,13 @@ class Timeline:
 
     nodes: Sequence[TimelineNode]
     sources: tuple[str, ...] = ()
-    start: datetime | None = None  # `start:` in a file
-    end: datetime | None = None  # `end:` in a file
+    start: datetime | None = None  # `start:` in a file; a Prometheus answer's first sample
+    end: datetime | None = None  # `end:` in a file; a Prometheus answer's last sample
     notes: tuple[str, ...] = ()  # what was skipped or assumed, said once at the top
 
 
 class _Problem(Exception):
-    """A bad value at `where`; turned into `FILE:LINE: message` once the line is known.
-    For a duplicate, `first` is where the name appeared before (`{first}` in the message)."""
-
-    def __init__(self, where: Where, message: str, first: Where | None = None) -> None:
-        super().__init__(message)
-        self.where, self.message, self.first = where, message, first
+    """A bad record or value; the file's name is put before it once it is known."""
 
 
 def iso(moment: datetime) -> str:
@@ -103,10 +106,18 @@ def parse_time(raw: Any) -> datetime:
 # --- reading ---------------------------------------------------------------------------
 
 
-def load_timeline(paths: Sequence[str]) -> Timeline:
-    """Read and merge timeline files (`-` is standard input)."""
+def load_timeline(paths: Sequence[str], shortest_hold: timedelta | None = None) -> Timeline:
+    """Read and merge timeline files (`-` is standard input). Prometheus answers are read
+    together (kube_node_labels may come in a file of its own); their step must not be longer
+    than `shortest_hold`, the shortest hold duration the replay compares."""
     sources = tuple("<stdin>" if p == "-" else p for p in paths)
-    parsed = [_parse(_read(path), name) for path, name in zip(paths, sources, strict=True)]
+    documents = [
+        (name, _load(_read(path), name)) for path, name in zip(paths, sources, strict=True)
+    ]
+    answers = [(name, data) for name, data in documents if _is_answer(data)]
+    parsed = [_parse(data, name) for name, data in documents if not _is_answer(data)]
+    if answers:
+        parsed.append(_prometheus(answers, shortest_hold))
     nodes = _merge(n for p in parsed for n in p.nodes)
     if not nodes:
         raise TimelineError(
@@ -114,7 +125,7 @@ def load_timeline(paths: Sequence[str]) -> Timeline:
             "(see docs/simulate.md)"
         )
     return Timeline(
-        nodes=tuple(sorted(nodes, key=lambda n: (n.created or _EARLIEST, n.name))),
+        nodes=tuple(sorted(nodes, key=lambda n: (n.created, n.name))),
         sources=sources,
         start=min((p.start for p in parsed if p.start), default=None),
         end=max((p.end for p in parsed if p.end), default=None),
@@ -129,8 +140,8 @@ def _read(path: str) -> str:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         raise TimelineError(
-            f"{path}: no such file; pass a timeline file (YAML, JSON or CSV), "
-            "e.g. reconcile/examples/batch-day.yaml"
+            f"{path}: no such file; pass a timeline file (YAML or JSON) or a Prometheus "
+            "answer, e.g. reconcile/examples/batch-day.yaml"
         ) from None
     except OSError as exc:
         raise TimelineError(f"{path}: cannot read it ({exc.strerror}); check the path") from None
@@ -138,38 +149,19 @@ def _read(path: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise TimelineError(
-            f"{path}:{line}: not UTF-8 text; save the timeline as UTF-8 YAML, JSON or CSV"
-        ) from None
+        raise TimelineError(f"{path}:{line}: not UTF-8 text; save the timeline as UTF-8") from None
 
 
-def _format(text: str, name: str) -> str:
-    """From the extension, else the content (JSON starts with `{` or `[`; CSV's first line
-    is a header starting `name,`)."""
-    known = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".csv": "csv"}
-    if fmt := known.get(Path(name).suffix.lower()):
-        return fmt
-    if text.lstrip()[:1] in ("{", "["):
-        return "json"
-    first = next((s for s in text.splitlines() if s.strip() and s.strip()[0] != "#"), "")
-    return "csv" if re.match(r"^\s*\"?name\"?\s*,", first) else "yaml"
-
-
-def _parse(text: str, name: str) -> Timeline:
-    """One file's nodes, start, end and notes; every problem a TimelineError with its line."""
-    fmt = _format(text, name)
+def _parse(data: Any, name: str) -> Timeline:
+    """One file's nodes, start and end and notes; every problem a TimelineError."""
     try:
-        if fmt == "csv":
-            return Timeline(_entries(_csv(text, name)))
-        return _interpret(_load_json(text, name) if fmt == "json" else _load_yaml(text, name))
+        return _interpret(data)
     except _Problem as problem:
-        line_of = _lines(text) if fmt != "csv" else lambda where: where[0]
-        where, message = line_of(problem.where), problem.message
-        if problem.first is not None:
-            first = line_of(problem.first)
-            message = message.replace("{first}", f"line {first}" if first else "earlier")
-        place = f"{name}:{where}" if where else f"{name}: {_path_text(problem.where)}"
-        raise TimelineError(f"{place}: {message}") from None
+        raise TimelineError(f"{name}: {problem}") from None
+
+
+def _at(record: str, message: str) -> _Problem:
+    return _Problem(f"{record}: {message}" if record else message)
 
 
 # --- YAML and JSON -------------------------------------------------------------------
@@ -188,7 +180,18 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-def _load_yaml(text: str, name: str) -> Any:
+def _load(text: str, name: str) -> Any:
+    """JSON by the extension `.json` or a first `{` or `[`; else YAML. A syntax error names
+    the line the parser stopped at."""
+    suffix = Path(name).suffix.lower()
+    if suffix == ".json" or (suffix not in (".yaml", ".yml") and text.lstrip()[:1] in "{["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TimelineError(
+                f"{name}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno}); "
+                "fix the JSON there"
+            ) from None
     try:
         return yaml.load(text, Loader=_Loader)  # a safe loader: no arbitrary objects
     except yaml.YAMLError as exc:
@@ -202,173 +205,124 @@ def _load_yaml(text: str, name: str) -> Any:
         ) from None
 
 
-def _load_json(text: str, name: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TimelineError(
-            f"{name}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno}); "
-            "fix the JSON there"
-        ) from None
-
-
-def _lines(text: str) -> Callable[[Where], int | None]:
-    """The line of the deepest node along a path that exists (YAML and JSON alike)."""
-    try:
-        root = yaml.compose(text, Loader=_SAFE)
-    except yaml.YAMLError:
-        root = None  # JSON that YAML 1.1 cannot read: the message names the path instead
-
-    def line_of(where: Where) -> int | None:
-        node, best = root, (root.start_mark.line + 1 if root is not None else None)
-        for step in where:
-            if isinstance(node, yaml.MappingNode) and isinstance(step, str):
-                pair = next(((k, v) for k, v in node.value if k.value == step), None)
-                if pair is None:
-                    return best
-                node, best = pair[1], pair[0].start_mark.line + 1
-            elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
-                if not 0 <= step < len(node.value):
-                    return best
-                node = node.value[step]
-                best = node.start_mark.line + 1
-            else:
-                return best
-        return best
-
-    return line_of
-
-
-def _path_text(where: Where) -> str:
-    text = ""
-    for step in where:
-        text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else step)
-    return text or "top level"
-
-
 def _interpret(data: Any) -> Timeline:
     if isinstance(data, list):
-        return Timeline(_entries(_fields(data, ())))
+        return Timeline(_entries(_records(data, "")))
     if not isinstance(data, dict):
         raise _Problem(
-            (),
             "not a timeline: expected a mapping with a `nodes:` list (see docs/simulate.md), "
-            "or the output of `kubectl get nodes -o json`",
+            "the output of `kubectl get nodes -o json`, or a Prometheus range query's answer"
         )
     if "items" in data or str(data.get("kind", "")).endswith("List"):
         return _kube_list(data)
     if "nodes" not in data:
         raise _Problem(
-            (),
-            "not a timeline: no `nodes:` list and no kubectl `items:`; write "
-            "`nodes: [{name, created, deleted, labels}]` (see docs/simulate.md)",
+            "not a timeline: no `nodes:` list, no kubectl `items:` and no Prometheus `data:`; "
+            "write `nodes: [{name, created, deleted, labels}]` (see docs/simulate.md)"
         )
-    _known_keys(data, (), TOP_KEYS, f"; a timeline has only {', '.join(TOP_KEYS)}")
+    _known_keys(data, "", TOP_KEYS, f"; a timeline has only {', '.join(TOP_KEYS)}")
     if not isinstance(data["nodes"], list):
-        raise _Problem(("nodes",), "`nodes` must be a list of entries like {name, created}")
-    start, end = _time(data.get("start"), ("start",)), _time(data.get("end"), ("end",))
+        raise _Problem("`nodes` must be a list of entries like {name, created}")
+    start, end = _time(data.get("start"), "start", ""), _time(data.get("end"), "end", "")
     if start and end and end <= start:
-        raise _Problem(("end",), f"end {iso(end)} is not after start {iso(start)}; fix one")
-    return Timeline(_entries(_fields(data["nodes"], ("nodes",))), (), start, end)
+        raise _Problem(f"end {iso(end)} is not after start {iso(start)}; fix one")
+    return Timeline(_entries(_records(data["nodes"], "nodes")), (), start, end)
 
 
-def _known_keys(data: dict, where: Where, keys: Sequence[str], fix: str) -> None:
+def _known_keys(data: dict, record: str, keys: Sequence[str], fix: str) -> None:
     unknown = next((k for k in data if k not in keys), None)
     if unknown is not None:
-        raise _Problem((*where, str(unknown)), f"unknown key {unknown!r}{fix}")
+        raise _at(record, f"unknown key {unknown!r}{fix}")
 
 
-def _fields(items: list[Any], base: Where) -> Iterator[Fields]:
+def _records(items: list[Any], base: str) -> Iterable[tuple[str, Fields]]:
     for i, item in enumerate(items):
-        where = (*base, i)
         if not isinstance(item, dict):
-            raise _Problem(where, "each node entry must be a mapping like {name: x, created: T}")
-        _known_keys(item, where, ENTRY_KEYS, f" in a node entry; use {', '.join(ENTRY_KEYS)}")
-        yield {key: (item.get(key), (*where, key)) for key in ENTRY_KEYS}
+            raise _Problem(f"{base}[{i}]: each node entry must be a mapping like {{name, created}}")
+        name = item.get("name")
+        record = f"{base}[{i}]" + (f" (name {name})" if isinstance(name, str) and name else "")
+        _known_keys(item, record, ENTRY_KEYS, f" in a node entry; use {', '.join(ENTRY_KEYS)}")
+        yield record, {key: (item.get(key), key) for key in ENTRY_KEYS}
 
 
 # --- the one check of every record ----------------------------------------------------------
 
 
-def _entries(records: Iterable[Fields]) -> list[TimelineNode]:
+def _entries(records: Iterable[tuple[str, Fields]]) -> list[TimelineNode]:
     """Entries of a timeline file; a name listed twice must not overlap its earlier life."""
     nodes: list[TimelineNode] = []
-    seen: dict[str, list[tuple[TimelineNode, Where]]] = defaultdict(list)
-    for fields in records:
-        node = _node(fields)
-        for other, where in seen[node.name]:
+    seen: dict[str, list[tuple[TimelineNode, str]]] = defaultdict(list)
+    for record, fields in records:
+        node = _node(record, fields)
+        for other, first in seen[node.name]:
             if node.overlaps(other):
-                raise _Problem(
-                    fields["name"][1],
+                raise _at(
+                    record,
                     f"node {node.name!r} is listed twice with overlapping lifetimes (first at "
-                    "{first}); a name may come back only after the earlier node was deleted",
-                    first=where,
+                    f"{first}); a name may come back only after the earlier node was deleted",
                 )
-        seen[node.name].append((node, fields["name"][1]))
+        seen[node.name].append((node, record))
         nodes.append(node)
     return nodes
 
 
-def _node(fields: Fields) -> TimelineNode:
-    name = _name(*fields["name"])
-    created = _time(*fields["created"], required=True)
-    deleted = _time(*fields["deleted"])
-    if created is not None and deleted is not None and deleted < created:
-        raise _Problem(
-            fields["deleted"][1],
+def _node(record: str, fields: Fields) -> TimelineNode:
+    name = _name(*fields["name"], record)
+    created, deleted = _time(*fields["created"], record), _time(*fields["deleted"], record)
+    if created is None:
+        key = fields["created"][1]
+        raise _at(record, f"no `{key}` time; add `{key}: {TIME_EXAMPLE}`")
+    if deleted is not None and deleted < created:
+        raise _at(
+            record,
             f"deleted {iso(deleted)} is before created {iso(created)}; swap them or fix the times",
         )
-    labels = _mapping(*fields["labels"], "label", "{karpenter.sh/nodepool: batch}")
-    annotations = _mapping(
-        *fields["annotations"], "annotation", "{karpenter.sh/do-not-disrupt: 'true'}"
-    )
+    labels = _mapping(*fields["labels"], record, "{karpenter.sh/nodepool: batch}")
+    annotations = _mapping(*fields["annotations"], record, "{karpenter.sh/do-not-disrupt: 'true'}")
     return TimelineNode(name, created, deleted, labels, annotations)
 
 
-def _name(raw: Any, where: Where) -> str:
+def _name(raw: Any, key: str, record: str) -> str:
     if raw is None or raw == "":
-        raise _Problem(where, "node entry has no name; add `name: <node name>`")
+        raise _at(record, f"no {key}; add `{key}: <node name>`")
     if not isinstance(raw, str):
-        raise _Problem(where, f"name {raw!r} is not text; quote it")
+        raise _at(record, f"{key} {raw!r} is not text; quote it")
     if len(raw) > 253 or not re.fullmatch(DNS_SUBDOMAIN, raw):
-        raise _Problem(
-            where,
+        raise _at(
+            record,
             f"{raw!r} is not a valid node name; use lowercase letters, digits, '-' and '.' "
             "(like ip-10-0-1-2.ec2.internal)",
         )
     return raw
 
 
-def _time(raw: Any, where: Where, required: bool = False) -> datetime | None:
-    key = where[-1]
+def _time(raw: Any, key: str, record: str) -> datetime | None:
     if raw is None or raw == "":
-        if required:
-            raise _Problem(where, f"no `{key}` time; add `{key}: {TIME_EXAMPLE}`")
         return None
     try:
         return parse_time(raw)
     except ValueError as exc:
-        raise _Problem(
-            where, f"{key} {str(raw)!r} {exc}; write an RFC 3339 time such as {TIME_EXAMPLE}"
+        raise _at(
+            record, f"{key} {str(raw)!r} {exc}; write an RFC 3339 time such as {TIME_EXAMPLE}"
         ) from None
 
 
-def _mapping(raw: Any, where: Where, kind: str, example: str) -> dict[str, str]:
+def _mapping(raw: Any, key: str, record: str, example: str) -> dict[str, str]:
     """Labels or annotations: qualified keys, text values (and label values as Kubernetes
     allows them)."""
+    kind = key.removesuffix("s")
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise _Problem(where, f"{kind}s must be a mapping like {example}")
-    for key, value in raw.items():
-        at = (*where, str(key))
-        if not isinstance(key, str) or (problem := qualified_name_problem(key)):
-            why = problem if isinstance(key, str) else "not text"
-            raise _Problem(at, f"{kind} key {key!r} is not valid ({why})")
+        raise _at(record, f"{key} must be a mapping like {example}")
+    for k, value in raw.items():
+        if not isinstance(k, str) or (problem := qualified_name_problem(k)):
+            why = problem if isinstance(k, str) else "not text"
+            raise _at(record, f"{kind} key {k!r} is not valid ({why})")
         if not isinstance(value, str):
-            raise _Problem(at, f"{kind} {key} has value {value!r}, which is not text; quote it")
+            raise _at(record, f"{kind} {k} has value {value!r}, which is not text; quote it")
         if kind == "label" and (problem := label_value_problem(value)):
-            raise _Problem(at, f"label {key}={value!r}: the value {problem}")
+            raise _at(record, f"label {k}={value!r}: the value {problem}")
     return dict(raw)
 
 
@@ -376,111 +330,62 @@ def _mapping(raw: Any, where: Where, kind: str, example: str) -> dict[str, str]:
 
 
 def _kube_list(data: dict[str, Any]) -> Timeline:
-    """Nodes, NodeClaims and node Events from one kubectl list, and what was left out."""
+    """Nodes and NodeClaims from one kubectl list, and what was left out."""
     items = data.get("items")
     if not isinstance(items, list):
-        raise _Problem(("items",), "`items` must be a list (kubectl get ... -o json)")
+        raise _Problem("`items` must be a list (kubectl get ... -o json)")
     list_kind = str(data.get("kind", ""))
     default_kind = list_kind.removesuffix("List") if list_kind != "List" else ""
     nodes: list[TimelineNode] = []
-    events: list[tuple[datetime, str, str]] = []
-    claims = ignored = 0
+    claims = 0
     for i, item in enumerate(items):
-        where: Where = ("items", i)
         if not isinstance(item, dict):
-            raise _Problem(where, "each item must be a Kubernetes object")
+            raise _Problem(f"items[{i}]: each item must be a Kubernetes object")
         kind = str(item.get("kind") or default_kind)
-        if kind in ("Node", "NodeClaim"):
-            fields = _kube_fields(item, where, kind)
-            nodes += [_node(fields)] if fields else []
-            claims += fields is None
-        elif kind == "Event":
-            event = _node_event(item, where)
-            events += [event] if event else []
-            ignored += event is None
-        else:
-            raise _Problem(
-                (*where, "kind"),
-                f"kind {kind or '(none)'} is not Node, NodeClaim or Event; use "
-                "`kubectl get nodes -o json`, `kubectl get nodeclaims -o json` or node Events",
+        meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+        record = f"items[{i}] ({kind} {meta.get('name')})" if meta.get("name") else f"items[{i}]"
+        if kind not in ("Node", "NodeClaim"):
+            raise _at(
+                record,
+                f"kind {kind or '(none)'} is not Node or NodeClaim; use "
+                "`kubectl get nodes -o json` or `kubectl get nodeclaims -o json`",
             )
+        fields = _kube_fields(item, meta, kind)
+        nodes += [_node(record, fields)] if fields else []
+        claims += fields is None
     notes = [f"{claims} NodeClaim(s) without status.nodeName left out (no node)"] if claims else []
-    lives = _lives(events)
-    nodes += lives
-    if unknown := sum(1 for n in lives if n.created is None):
-        notes.append(
-            f"{unknown} node(s) only have a removal Event; they count as existing "
-            "since long before the replay"
-        )
-    if ignored and not events:
-        notes.append(
-            f"{ignored} Event(s) ignored: only RegisteredNode, RemovingNode and "
-            "DeletingNode on Nodes tell when nodes came and went"
-        )
     return Timeline(nodes, notes=tuple(notes))
 
 
-def _kube_fields(item: dict[str, Any], where: Where, kind: str) -> Fields | None:
+def _kube_fields(item: dict[str, Any], meta: dict[str, Any], kind: str) -> Fields | None:
     """A Node as kubectl shows it, or a Karpenter v1 NodeClaim: its node appeared when the
     claim became Registered. Of the annotations (today's), only its NodePool's hold settings:
     Karpenter copied them from the NodePool's template when it launched the node."""
-    meta = item.get("metadata") or {}
-    at = (*where, "metadata")
     pool = {
         k: v for k, v in (meta.get("annotations") or {}).items() if k in (NODE_HOLD, NODE_MAX_HOLD)
     }
     fields: Fields = {
-        "name": (meta.get("name"), (*at, "name")),
-        "created": (meta.get("creationTimestamp"), (*at, "creationTimestamp")),
-        "deleted": (meta.get("deletionTimestamp"), (*at, "deletionTimestamp")),
-        "labels": (meta.get("labels"), (*at, "labels")),
-        "annotations": (pool, (*at, "annotations")),
+        "name": (meta.get("name"), "metadata.name"),
+        "created": (meta.get("creationTimestamp"), "creationTimestamp"),
+        "deleted": (meta.get("deletionTimestamp"), "deletionTimestamp"),
+        "labels": (meta.get("labels"), "labels"),
+        "annotations": (pool, "annotations"),
     }
     if kind == "Node":
         return fields
     status = item.get("status") or {}
     if not status.get("nodeName"):
         return None
-    fields["name"] = (status["nodeName"], (*where, "status", "nodeName"))
-    for j, condition in enumerate(status.get("conditions") or ()):
+    fields["name"] = (status["nodeName"], "status.nodeName")
+    for condition in status.get("conditions") or ():
         if (
             isinstance(condition, dict)
             and condition.get("type") == "Registered"
             and condition.get("status") == "True"
             and condition.get("lastTransitionTime")
         ):
-            at = (*where, "status", "conditions", j, "lastTransitionTime")
-            fields["created"] = (condition["lastTransitionTime"], at)
+            fields["created"] = (condition["lastTransitionTime"], "Registered lastTransitionTime")
     return fields
-
-
-def _node_event(item: dict[str, Any], where: Where) -> tuple[datetime, str, str] | None:
-    """(when, reason, node) of a RegisteredNode, RemovingNode or DeletingNode Event."""
-    regarding = item.get("involvedObject") or item.get("regarding") or {}
-    reason = str(item.get("reason") or "")
-    if regarding.get("kind") != "Node" or reason not in REGISTERED | REMOVED:
-        return None
-    name = _name(regarding.get("name"), (*where, "involvedObject", "name"))
-    keys = ("firstTimestamp", "eventTime") if reason in REGISTERED else ("lastTimestamp",)
-    key = next((k for k in (*keys, "eventTime", "firstTimestamp") if item.get(k)), None)
-    if key is not None:
-        return _time(item[key], (*where, key)), reason, name  # type: ignore[return-value]
-    meta = item.get("metadata") or {}
-    at = (*where, "metadata", "creationTimestamp")
-    return _time(meta.get("creationTimestamp"), at, required=True), reason, name  # type: ignore[return-value]
-
-
-def _lives(events: list[tuple[datetime, str, str]]) -> list[TimelineNode]:
-    """Pair each RegisteredNode with the next removal of that name (a removal alone: a node
-    from before the Events, created None)."""
-    registered: dict[str, datetime] = {}
-    nodes: list[TimelineNode] = []
-    for when, reason, name in sorted(events, key=lambda e: (e[0], e[2])):
-        if reason in REGISTERED:
-            registered.setdefault(name, when)
-        else:
-            nodes.append(TimelineNode(name, registered.pop(name, None), when))
-    return nodes + [TimelineNode(name, created) for name, created in registered.items()]
 
 
 def _merge(nodes: Iterable[TimelineNode]) -> list[TimelineNode]:
@@ -493,11 +398,10 @@ def _merge(nodes: Iterable[TimelineNode]) -> list[TimelineNode]:
             group.append(node)
             continue
         a = group[i]
-        created = [t for t in (a.created, node.created) if t is not None]
-        deleted = [t for t in (a.deleted, node.deleted) if t is not None]
+        deleted = [t for t in (a.deleted, node.deleted) if t is not None]  # one file saw it go
         group[i] = replace(
             a,
-            created=min(created, default=None),
+            created=min(a.created, node.created),
             deleted=max(deleted, default=None),
             labels={**a.labels, **node.labels},
             annotations={**a.annotations, **node.annotations},
@@ -505,50 +409,136 @@ def _merge(nodes: Iterable[TimelineNode]) -> list[TimelineNode]:
     return [n for group in by_name.values() for n in group]
 
 
-# --- CSV -----------------------------------------------------------------------------------
+# --- a Prometheus range query's answer ---------------------------------------------------
 
 
-def _csv(text: str, name: str) -> Iterator[Fields]:
-    """Each row as fields; `where` starts with the row's line (comments and blanks count)."""
-    lines = [line if not line.lstrip().startswith("#") else "" for line in text.splitlines()]
-    reader = csv.reader(io.StringIO("\n".join(lines)))
-    header: list[str] | None = None
-    fix = f"the header must be `{','.join(ENTRY_KEYS)}` (only name and created are needed)"
-    try:
-        for row in reader:
-            line = reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
-            if header is None:
-                header = [cell.strip().lower() for cell in row]
-                unknown = [c for c in header if c not in ENTRY_KEYS]
-                missing = [c for c in ("name", "created") if c not in header]
-                if unknown or missing:
-                    what = (
-                        f"unknown column {unknown[0]!r}" if unknown else f"no {missing[0]!r} column"
-                    )
-                    raise TimelineError(f"{name}:{line}: {what}; {fix}")
-                continue
-            if len(row) > len(header):
-                raise TimelineError(
-                    f"{name}:{line}: {len(row)} fields but the header has "
-                    f"{len(header)}; quote fields that contain a comma"
-                )
-            cells = dict(zip(header, (c.strip() for c in row), strict=False))
-            fields = {key: (cells.get(key) or None, (line, key)) for key in ENTRY_KEYS}
-            for column in ("labels", "annotations"):
-                pairs = {}
-                for part in filter(None, (p.strip() for p in cells.get(column, "").split(";"))):
-                    key, eq, value = part.partition("=")
-                    if not eq:
-                        why = f"{column[:-1]} {part!r} has no '='; write {column} as k=v;k2=v2"
-                        raise _Problem((line,), why)
-                    pairs[key.strip()] = value.strip()
-                fields[column] = (pairs, (line, column))
-            yield fields
-    except csv.Error as exc:
-        raise TimelineError(f"{name}:{reader.line_num}: not valid CSV: {exc}") from None
-    if header is None:
-        raise TimelineError(
-            f"{name}:1: empty CSV; start with the header line `{','.join(ENTRY_KEYS)}`"
+def _is_answer(data: Any) -> bool:
+    """The HTTP API's answer (`{"status": ..., "data": ...}`) or `promtool query range -o
+    json`'s (the matrix alone: a list of `{metric, values}`)."""
+    if isinstance(data, dict):
+        return "status" in data and ("data" in data or "error" in data)
+    return (
+        bool(data) and isinstance(data, list) and isinstance(data[0], dict) and "metric" in data[0]
+    )
+
+
+def _matrix(data: Any) -> list[Any]:
+    if isinstance(data, list):
+        return data
+    if data.get("status") != "success":
+        raise _Problem(
+            f"Prometheus answered {data.get('status')!r}: {data.get('errorType', '')} "
+            f"{data.get('error', '')}; fix the query and save its answer again"
         )
+    body = data.get("data")
+    kind = body.get("resultType") if isinstance(body, dict) else None
+    if kind is None:
+        raise _Problem(
+            "not a range query's answer (no data.resultType); save the JSON that "
+            "/api/v1/query_range answers (docs/simulate.md, 'From Prometheus')"
+        )
+    if kind != "matrix":
+        raise _Problem(
+            f"not a range query: resultType is {kind!r}, not 'matrix' (/api/v1/query answers "
+            "one instant); ask /api/v1/query_range with start, end and step"
+        )
+    if not isinstance(body.get("result"), list):
+        raise _Problem("data.result is not a list of series; save the answer unchanged")
+    return body["result"]
+
+
+def _series(i: int, series: Any) -> tuple[str, str, str, list[tuple[str, float, float]]]:
+    """A series' metric, node, NodePool and runs of one value: (value, first sample, last
+    sample). A node deleted and created again under one name goes on with a new value."""
+    metric = series.get("metric") if isinstance(series, dict) else None
+    metric = metric if isinstance(metric, dict) else {}
+    what, node = metric.get("__name__"), metric.get("node")
+    record = f"result[{i}] ({what or ''}" + (f'{{node="{node}"}})' if node else ")")
+    if what not in (CREATED, LABELS) or not node:
+        wrong = "no node label" if what in (CREATED, LABELS) else f"not {CREATED} or {LABELS}"
+        raise _at(record, f"{wrong}: query kube-state-metrics' series themselves, unaggregated")
+    name = _name(node, "node", record)
+    pool = metric.get(POOL_LABEL, "")
+    if problem := label_value_problem(pool):
+        raise _at(record, f"the NodePool {POOL_LABEL}={pool!r} {problem}")
+    values = series.get("values")
+    if not isinstance(values, list) or not values:
+        raise _at(record, "no `values`: not a range query's series; ask /api/v1/query_range")
+    try:
+        runs = [list(run) for _, run in groupby(values, key=itemgetter(1))]
+        return what, name, pool, [(r[0][1], float(r[0][0]), float(r[-1][0])) for r in runs]
+    except (TypeError, IndexError, KeyError, ValueError):
+        raise _at(
+            record, 'each sample must be [time, "value"]; save the answer unchanged'
+        ) from None
+
+
+def _prometheus(answers: list[tuple[str, Any]], shortest_hold: timedelta | None) -> Timeline:
+    """Each node's life from kube_node_created: created is the value, deleted the last sample
+    plus the step, unless the series is still there at the last sample of the range."""
+    lives: dict[tuple[str, float], tuple[float, float]] = {}  # (node, created): samples' span
+    pools: dict[str, list[tuple[float, float, str]]] = defaultdict(list)  # node: span, NodePool
+    stamps: set[int] = set()  # milliseconds: the step is their differences' greatest divisor
+    for source, data in answers:
+        try:
+            for i, series in enumerate(_matrix(data)):
+                what, name, pool, runs = _series(i, series)
+                if what == LABELS:
+                    pools[name] += [(first, last, pool) for _, first, last in runs]
+                    continue
+                stamps.update(round(float(v[0]) * 1000) for v in series["values"][:2])
+                for value, first, last in runs:
+                    created = _epoch(value, f'result[{i}] ({what}{{node="{name}"}})')
+                    stamps.add(round(last * 1000))
+                    was = lives.get((name, created), (first, last))
+                    lives[name, created] = (min(was[0], first), max(was[1], last))
+        except _Problem as problem:
+            raise TimelineError(f"{source}: {problem}") from None
+    names = ", ".join(source for source, _ in answers)
+    if not lives:
+        raise TimelineError(
+            f"{names}: no {CREATED} series; query "
+            f'{{__name__=~"{CREATED}|{LABELS}"}} (docs/simulate.md, "From Prometheus")'
+        )
+    start, end = min(stamps), max(stamps)
+    step = timedelta(milliseconds=reduce(math.gcd, (t - start for t in stamps)))
+    if not step:
+        raise TimelineError(
+            f"{names}: every sample is at one instant, so the step is unknown; query a range "
+            "of several steps"
+        )
+    if shortest_hold is not None and step > shortest_hold:
+        raise TimelineError(
+            f"{names}: the step is {format_duration(step)}, longer than the shortest hold "
+            f"compared ({format_duration(shortest_hold)}), so removals would be known only to "
+            f"within more than a hold; query again with a step of at most "
+            f"{format_duration(shortest_hold)}"
+        )
+    nodes = []
+    for (name, created), (first, last) in lives.items():
+        born = datetime.fromtimestamp(created, UTC)
+        seen = datetime.fromtimestamp(last, UTC)
+        gone = None if round(last * 1000) == end else max(born, seen + step)  # never before born
+        pool = next((p for f, l_, p in pools[name] if f <= last and first <= l_), "")
+        nodes.append(TimelineNode(name, born, gone, {DEFAULT_GROUP_LABEL: pool} if pool else {}))
+    note = (
+        f"read from Prometheus: a removal is the node's last sample plus the step "
+        f"({format_duration(step)}), so it is known to within {format_duration(step)}"
+    )
+    edges = (datetime.fromtimestamp(t / 1000, UTC) for t in (start, end))
+    return Timeline(nodes, (), *edges, notes=(note,))
+
+
+def _epoch(value: Any, record: str) -> float:
+    """A creation time as kube_node_created's value: seconds since 1970."""
+    try:
+        seconds = float(value)
+        datetime.fromtimestamp(seconds, UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise _at(
+            record,
+            f"value {value!r} is not a creation time in seconds since 1970; query {CREATED} itself",
+        )
+    return seconds

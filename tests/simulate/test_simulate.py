@@ -413,20 +413,25 @@ def test_compare_syntax_errors_are_one_line_exit_2(
 
 
 def test_compare_overrides_a_nodepools_own_settings(tmp_path: Path) -> None:
-    """The timeline's batch nodes say 45m (their NodePool's annotation, in YAML and CSV alike);
+    """The timeline's batch nodes say 45m (their NodePool's annotation, in YAML and JSON alike);
     a column can say what another value would do, per pool, and its label says so."""
     batch = "labels: {karpenter.sh/nodepool: batch}"
     own = "annotations: {node-holder.dev/hold-duration: 45m}"
     path = timeline_file(tmp_path, f"{{name: b1, created: 2024-05-14T00:00:00Z, {batch}, {own}}}")
-    csv = tmp_path / "timeline.csv"
-    csv.write_text(
-        "name,created,deleted,labels,annotations\n"
-        "old-1,2024-05-01T00:00:00Z,,,\n"
-        "old-2,2024-05-01T00:00:00Z,,,\n"
-        "b1,2024-05-14T00:00:00Z,,karpenter.sh/nodepool=batch,node-holder.dev/hold-duration=45m\n"
-    )
+    entries = [
+        {"name": "old-1", "created": "2024-05-01T00:00:00Z"},
+        {"name": "old-2", "created": "2024-05-01T00:00:00Z"},
+        {
+            "name": "b1",
+            "created": "2024-05-14T00:00:00Z",
+            "labels": {POOL: "batch"},
+            "annotations": {"node-holder.dev/hold-duration": "45m"},
+        },
+    ]
+    as_json = tmp_path / "timeline.json"
+    as_json.write_text(json.dumps(entries))
     compare = "20m/pool:batch=10,20m/pool:batch=0,20m/pool:web=5m/pool:batch:max=50m"
-    for source in (path, str(csv)):
+    for source in (path, str(as_json)):
         args = ("--start", "2024-05-14T00:00:00Z", "--end", "2024-05-14T01:00:00Z")
         data = simulate_json(source, *args, "--compare", compare)
         columns = {c["label"]: c for c in data["configurations"]}
@@ -599,11 +604,11 @@ a line that is not JSON
 @pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not on PATH")
 def test_the_documented_karpenter_log_recipe_makes_a_timeline(tmp_path: Path) -> None:
     doc = (ROOT / "docs" / "simulate.md").read_text()
-    recipe = next(line for line in doc.splitlines() if line.startswith("jq -rR "))
-    assert recipe.endswith("> history.csv")
+    recipe = next(line for line in doc.splitlines() if line.startswith("jq -cR "))
+    assert recipe.endswith("> history.json")
     (tmp_path / "karpenter.log").write_text(KARPENTER_LOG)
     subprocess.run(["bash", "-c", recipe], cwd=tmp_path, check=True, timeout=30)
-    timeline = load_timeline([str(tmp_path / "history.csv")])
+    timeline = load_timeline([str(tmp_path / "history.json")])
     got = {n.name: (n.created, n.deleted, dict(n.labels)) for n in timeline.nodes}
     registered = datetime(2024, 9, 10, 15, 21, 41, 702000, tzinfo=UTC)
     assert got == {

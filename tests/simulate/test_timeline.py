@@ -1,5 +1,5 @@
-"""Timeline files for `node-holder simulate`: every format, and malformed files pointing at
-the line at fault."""
+"""Timeline files for `node-holder simulate`: every format, and malformed files answered with
+one line naming the file and the record at fault."""
 
 from __future__ import annotations
 
@@ -93,38 +93,14 @@ def test_json_same_as_yaml(tmp_path: Path) -> None:
     }
 
 
-def test_csv_with_comments_labels_and_empty_deleted(tmp_path: Path) -> None:
-    text = (
-        "# exported from our logs\n"
-        "name,created,deleted,labels\n"
-        "a,2024-05-14T00:00:00Z,,karpenter.sh/nodepool=system\n"
-        "\n"
-        'b,2024-05-14T00:10:00Z,2024-05-14T00:40:00Z,"karpenter.sh/nodepool=batch;'
-        'node.kubernetes.io/instance-type=c6i.4xlarge"\n'
-    )
-    timeline = load(tmp_path, "t.csv", text)
-    assert lives(timeline) == {
-        "a": (T0, None, {POOL: "system"}),
-        "b": (
-            T0 + timedelta(minutes=10),
-            T0 + timedelta(minutes=40),
-            {POOL: "batch", "node.kubernetes.io/instance-type": "c6i.4xlarge"},
-        ),
-    }
-
-
 def test_format_is_sniffed_without_a_known_extension(tmp_path: Path) -> None:
-    assert lives(load(tmp_path, "t.txt", "name,created\na,2024-05-14T00:00:00Z\n")) == {
-        "a": (T0, None, {})
-    }
-    assert lives(
-        load(tmp_path, "t2", '{"nodes": [{"name": "a", "created": "2024-05-14T00:00:00Z"}]}')
-    )
+    text = '{"nodes": [{"name": "a", "created": "2024-05-14T00:00:00Z"}]}'
+    assert lives(load(tmp_path, "t2", text)) == {"a": (T0, None, {})}
     assert lives(load(tmp_path, "t3", YAML))["sys-1"][2] == {POOL: "system"}
 
 
 def test_standard_input(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sys.stdin", io.StringIO("name,created\na,2024-05-14T00:00:00Z\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("- {name: a, created: 2024-05-14T00:00:00Z}\n"))
     timeline = load_timeline(["-"])
     assert timeline.sources == ("<stdin>",)
     assert lives(timeline) == {"a": (T0, None, {})}
@@ -207,63 +183,22 @@ def test_karpenter_nodeclaims_use_the_node_name_and_registration_time(tmp_path: 
     assert any("1 NodeClaim(s) without status.nodeName" in n for n in timeline.notes)
 
 
-def event(reason: str, node: str, when: str) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"{node}.{reason}", "namespace": "default"},
-        "involvedObject": {"kind": "Node", "name": node},
-        "reason": reason,
-        "firstTimestamp": when,
-        "lastTimestamp": when,
-    }
-
-
-def test_node_events_pair_registration_and_removal(tmp_path: Path) -> None:
-    data = {
-        "kind": "List",
-        "items": [
-            event("RegisteredNode", "a", "2024-05-14T00:00:00Z"),
-            event("NodeReady", "a", "2024-05-14T00:00:30Z"),  # ignored
-            event("RemovingNode", "a", "2024-05-14T00:20:00Z"),
-            event("RegisteredNode", "a", "2024-05-14T00:40:00Z"),  # the name comes back
-            event("RemovingNode", "old", "2024-05-14T00:10:00Z"),  # created before the events
-        ],
-    }
-    timeline = load(tmp_path, "events.json", json.dumps(data))
-    got = sorted((n.name, n.created, n.deleted) for n in timeline.nodes if n.name == "a")
-    assert got == [
-        ("a", T0, T0 + timedelta(minutes=20)),
-        ("a", T0 + timedelta(minutes=40), None),
-    ]
-    old = next(n for n in timeline.nodes if n.name == "old")
-    assert (old.created, old.deleted) == (None, T0 + timedelta(minutes=10))
-    assert any("only have a removal Event" in n for n in timeline.notes)
-
-
-def test_files_merge_current_nodes_with_event_history(tmp_path: Path) -> None:
-    nodes = {
-        "kind": "NodeList",
-        "items": [node_object("a", "2024-05-14T00:40:00Z", {POOL: "batch"})],
-    }
-    events = {
-        "kind": "List",
-        "items": [
-            event("RegisteredNode", "a", "2024-05-14T00:00:00Z"),
-            event("RemovingNode", "a", "2024-05-14T00:20:00Z"),
-            event("RegisteredNode", "a", "2024-05-14T00:40:02Z"),
-        ],
-    }
+def test_files_merge_current_nodes_with_a_history(tmp_path: Path) -> None:
+    """The live node from kubectl (with its labels) and its entry in a history file are one
+    node; an earlier node of that name stays a life of its own."""
+    nodes = {"kind": "NodeList", "items": [node_object("a", "2024-05-14T00:40:00Z", {POOL: "b"})]}
+    history = (
+        "nodes:\n"
+        "  - {name: a, created: 2024-05-14T00:00:00Z, deleted: 2024-05-14T00:20:00Z}\n"
+        "  - {name: a, created: 2024-05-14T00:40:02Z, deleted: 2024-05-14T01:00:00Z}\n"
+    )
     timeline = load_timeline(
-        [
-            write(tmp_path, "nodes.json", json.dumps(nodes)),
-            write(tmp_path, "events.json", json.dumps(events)),
-        ]
+        [write(tmp_path, "nodes.json", json.dumps(nodes)), write(tmp_path, "h.yaml", history)]
     )
     got = sorted((n.created, n.deleted, dict(n.labels)) for n in timeline.nodes)
     assert got == [
-        (T0, T0 + timedelta(minutes=20), {}),  # an earlier node of that name: history only
-        (T0 + timedelta(minutes=40), None, {POOL: "batch"}),  # the live one, labels kept
+        (T0, T0 + timedelta(minutes=20), {}),
+        (T0 + timedelta(minutes=40), T0 + timedelta(hours=1), {POOL: "b"}),
     ]
 
 
@@ -290,7 +225,7 @@ def test_real_kubectl_get_nodes_output_needs_no_conversion(tmp_path: Path) -> No
     }
 
 
-# --- malformed files: one line, the file and the line at fault ------------------------
+# --- malformed files: one line naming the file and the record at fault ----------------------
 
 
 def test_yaml_syntax_error_names_its_line(tmp_path: Path) -> None:
@@ -300,44 +235,37 @@ def test_yaml_syntax_error_names_its_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("entry", "line", "words"),
+    ("entry", "words"),
     [
-        ("  - name: b\n    created: yesterday\n", 6, "created 'yesterday' is not an RFC 3339 time"),
-        ("  - name: b\n    created: 2024-05-14\n", 6, "is not an RFC 3339 time"),
-        ("  - name: b\n    created: 2024-05-14T00:00:00\n", 6, "has no time zone"),
-        ("  - name: b\n", 5, "no `created` time"),
-        ("  - created: 2024-05-14T00:00:00Z\n", 5, "has no name"),
-        ("  - name: B_1\n    created: 2024-05-14T00:00:00Z\n", 5, "not a valid node name"),
+        ("{name: b, created: yesterday}", "(name b): created 'yesterday' is not an RFC 3339 time"),
+        ("{name: b, created: 2024-05-14}", "(name b): created '2024-05-14' is not an RFC 3339"),
+        ("{name: b, created: 2024-05-14T00:00:00}", "(name b): created '2024-05-14T00:00:00' has"),
+        ("{name: b}", "(name b): no `created` time; add `created: 2024-05-14T08:30:00Z`"),
+        ("{created: 2024-05-14T00:00:00Z}", ": no name; add `name: <node name>`"),
+        ("{name: B_1, created: 2024-05-14T00:00:00Z}", "(name B_1): 'B_1' is not a valid node"),
         (
-            "  - name: b\n    created: 2024-05-14T01:00:00Z\n    deleted: 2024-05-14T00:00:00Z\n",
-            7,
-            "deleted 2024-05-14T00:00:00Z is before created 2024-05-14T01:00:00Z",
+            "{name: b, created: 2024-05-14T01:00:00Z, deleted: 2024-05-14T00:00:00Z}",
+            "(name b): deleted 2024-05-14T00:00:00Z is before created 2024-05-14T01:00:00Z",
         ),
-        ("  - name: b\n    created: 2024-05-14T00:00:00Z\n    zone: x\n", 7, "unknown key 'zone'"),
+        ("{name: b, created: 2024-05-14T00:00:00Z, zone: x}", "(name b): unknown key 'zone'"),
         (
-            "  - name: b\n    created: 2024-05-14T00:00:00Z\n    labels: {pool: 3}\n",
-            7,
-            "label pool has value 3, which is not text; quote it",
+            "{name: b, created: 2024-05-14T00:00:00Z, labels: {pool: 3}}",
+            "(name b): label pool has value 3, which is not text; quote it",
         ),
+        ("{name: b, created: 2024-05-14T00:00:00Z, labels: {pool: 'a b'}}", "label pool='a b'"),
         (
-            "  - name: b\n    created: 2024-05-14T00:00:00Z\n    labels: {pool: 'a b'}\n",
-            7,
-            "label pool='a b'",
-        ),
-        (
-            "  - name: a\n    created: 2024-05-14T00:10:00Z\n",
-            5,
-            "node 'a' is listed twice with overlapping lifetimes (first at line 3)",
+            "{name: a, created: 2024-05-14T00:10:00Z}",
+            "(name a): node 'a' is listed twice with overlapping lifetimes (first at nodes[0] "
+            "(name a))",
         ),
     ],
 )
-def test_yaml_bad_entry_names_the_line_of_the_entry(
-    tmp_path: Path, entry: str, line: int, words: str
-) -> None:
-    text = "start: 2024-05-14T00:00:00Z\nnodes:\n  - name: a\n    created: 2024-05-13T00:00:00Z\n"
-    message = error(tmp_path, "t.yaml", text + entry)
-    assert message.startswith(f":{line}: "), message
-    assert words in message
+def test_yaml_bad_entry_names_the_entry(tmp_path: Path, entry: str, words: str) -> None:
+    """The record is named by its place and its name, whatever the file's layout."""
+    text = "start: 2024-05-14T00:00:00Z\nnodes:\n  - {name: a, created: 2024-05-13T00:00:00Z}\n"
+    message = error(tmp_path, "t.yaml", text + f"  - {entry}\n")
+    assert message.startswith(": nodes[1]"), message
+    assert words in message, message
 
 
 def test_a_name_may_come_back_after_its_node_was_deleted(tmp_path: Path) -> None:
@@ -358,76 +286,49 @@ def test_json_syntax_error_names_its_line(tmp_path: Path) -> None:
     assert message.startswith(":4: not valid JSON: Expecting ',' delimiter"), message
 
 
-def test_json_bad_value_names_its_line(tmp_path: Path) -> None:
-    data = {
-        "nodes": [
-            {"name": "a", "created": "2024-05-14T00:00:00Z"},
-            {"name": "b", "created": "2024-05-14T00:00:00Z", "deleted": "soon"},
-        ]
-    }
-    text = json.dumps(data, indent=2)
-    line = next(i for i, text_line in enumerate(text.splitlines(), 1) if '"soon"' in text_line)
-    message = error(tmp_path, "t.json", text)
-    assert message.startswith(f":{line}: deleted 'soon' is not an RFC 3339 time"), message
+def test_json_bad_value_names_the_record(tmp_path: Path) -> None:
+    data = [
+        {"name": "a", "created": "2024-05-14T00:00:00Z"},
+        {"name": "ip-10-0-1-2", "created": "2024-05-14T00:00:00Z", "deleted": "soon"},
+    ]
+    message = error(tmp_path, "t.json", json.dumps(data, indent=2))
+    assert message == (
+        ": [1] (name ip-10-0-1-2): deleted 'soon' is not an RFC 3339 time; write an RFC 3339 "
+        "time such as 2024-05-14T08:30:00Z"
+    )
 
 
-def test_kubectl_node_with_bad_timestamp_names_its_line(tmp_path: Path) -> None:
+def test_kubectl_node_with_bad_timestamp_names_the_object(tmp_path: Path) -> None:
     items = [node_object("a", "2024-05-14T00:00:00Z", {}), node_object("b", "nope", {})]
-    text = json.dumps({"kind": "NodeList", "items": items}, indent=4)
-    line = next(i for i, text_line in enumerate(text.splitlines(), 1) if '"nope"' in text_line)
-    message = error(tmp_path, "nodes.json", text)
-    assert message.startswith(f":{line}: creationTimestamp 'nope'"), message
+    message = error(tmp_path, "nodes.json", json.dumps({"kind": "NodeList", "items": items}))
+    assert message.startswith(": items[1] (Node b): creationTimestamp 'nope'"), message
 
 
-def test_kubectl_list_of_something_else(tmp_path: Path) -> None:
-    text = json.dumps({"kind": "List", "items": [{"kind": "Pod", "metadata": {}}]}, indent=2)
-    message = error(tmp_path, "pods.json", text)
-    assert message.startswith(":5: kind Pod is not Node, NodeClaim or Event"), message
+@pytest.mark.parametrize("kind", ["Pod", "Event"])
+def test_kubectl_list_of_something_else(tmp_path: Path, kind: str) -> None:
+    """Node Events are no timeline any more: they live an hour (Prometheus keeps history)."""
+    item = {"kind": kind, "metadata": {"name": "x"}}
+    message = error(tmp_path, "l.json", json.dumps({"kind": "List", "items": [item]}))
+    assert message.startswith(f": items[0] ({kind} x): kind {kind} is not Node or NodeClaim")
 
 
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ("just text\n", ":1: not a timeline"),
-        ("machines: []\n", ":1: not a timeline: no `nodes:` list"),
-        ("nodes: []\nstat: 2024-05-14T00:00:00Z\n", ":2: unknown key 'stat'"),
-        ("nodes: {a: 1}\n", ":1: `nodes` must be a list"),
+        ("just text\n", ": not a timeline"),
+        ("machines: []\n", ": not a timeline: no `nodes:` list"),
+        ("nodes: []\nstat: 2024-05-14T00:00:00Z\n", ": unknown key 'stat'"),
+        ("nodes: {a: 1}\n", ": `nodes` must be a list"),
+        ("start: soon\nnodes: []\n", ": start 'soon' is not an RFC 3339 time"),
         (
             "start: 2024-05-14T01:00:00Z\nend: 2024-05-14T00:00:00Z\nnodes: []\n",
-            ":2: end 2024-05-14T00:00:00Z is not after start",
+            ": end 2024-05-14T00:00:00Z is not after start",
         ),
+        ("- 3\n", ": [0]: each node entry must be a mapping"),
     ],
 )
 def test_not_a_timeline(tmp_path: Path, text: str, words: str) -> None:
     assert error(tmp_path, "t.yaml", text).startswith(words)
-
-
-@pytest.mark.parametrize(
-    ("text", "words"),
-    [
-        ("name,born\n", ":1: unknown column 'born'"),
-        ("created,deleted\n", ":1: no 'name' column"),
-        ("", ":1: empty CSV"),
-        ("# c\n\nname,created\na,2024-05-14T00:00:00Z\nb,bad\n", ":5: created 'bad' is not"),
-        ("name,created,labels\na,2024-05-14T00:00:00Z,pool\n", ":2: label 'pool' has no '='"),
-        (
-            "name,created,annotations\na,2024-05-14T00:00:00Z,node-holder.dev/hold-duration\n",
-            ":2: annotation 'node-holder.dev/hold-duration' has no '='; write annotations as k=v",
-        ),
-        ("name,created\na,2024-05-14T00:00:00Z,x\n", ":2: 3 fields but the header has 2"),
-        (
-            "name,created,deleted\na,2024-05-14T01:00:00Z,2024-05-14T00:00:00Z\n",
-            ":2: deleted 2024-05-14T00:00:00Z is before created",
-        ),
-        (
-            "name,created\na,2024-05-14T00:00:00Z\na,2024-05-14T00:01:00Z\n",
-            ":3: node 'a' is listed twice with overlapping lifetimes (first at line 2)",
-        ),
-    ],
-)
-def test_csv_errors_name_the_row(tmp_path: Path, text: str, words: str) -> None:
-    message = error(tmp_path, "t.csv", text)
-    assert message.startswith(words), message
 
 
 def test_empty_and_missing_files(tmp_path: Path) -> None:
@@ -442,8 +343,8 @@ def test_cli_malformed_timeline_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.code == 2
     assert result.stdout == ""
     assert result.stderr == (
-        f"node-holder: error: {path}:3: created 'noon' is not an RFC 3339 time; "
-        "write an RFC 3339 time such as 2024-05-14T08:30:00Z\n"
+        f"node-holder: error: {path}: nodes[0] (name a): created 'noon' is not an RFC 3339 "
+        "time; write an RFC 3339 time such as 2024-05-14T08:30:00Z\n"
     )
 
 
@@ -464,14 +365,14 @@ def test_entries_may_carry_the_annotations_a_node_appears_with(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("annotations", "words"),
     [
-        ("[x]", ":4: annotations must be a mapping"),
-        ("{karpenter.sh/do-not-disrupt: false}", ":4: annotation karpenter.sh/do-not-disrupt has"),
-        ("{'bad key!': x}", ":4: annotation key 'bad key!' is not valid"),
+        ("[x]", "annotations must be a mapping"),
+        ("{karpenter.sh/do-not-disrupt: false}", "annotation karpenter.sh/do-not-disrupt has"),
+        ("{'bad key!': x}", "annotation key 'bad key!' is not valid"),
     ],
 )
-def test_bad_annotations_name_the_line(tmp_path: Path, annotations: str, words: str) -> None:
+def test_bad_annotations_name_the_entry(tmp_path: Path, annotations: str, words: str) -> None:
     text = (
         f"nodes:\n  - name: a\n    created: 2024-05-14T00:00:00Z\n    annotations: {annotations}\n"
     )
     message = error(tmp_path, "t.yaml", text)
-    assert message.startswith(words), message
+    assert message.startswith(f": nodes[0] (name a): {words}"), message
