@@ -308,7 +308,8 @@ STARTED = "annotation_node_holder_dev_hold_started"
 def held_beyond_cap(t: Thresholds) -> dict[str, Any]:
     """kube_node_annotations with node-holder's keys allow-listed. node-a is held past the
     cap, then released (kube-state-metrics restarts under it: another instance label); node-b
-    has two stretches back to back, each shorter than the cap; node-c was held, then pinned;
+    has two stretches back to back, each shorter than the cap; node-c was held, then pinned
+    (the marker keeps its claim, no run stamps it);
     node-d carries a person's annotation; node-e a claim without a cap (an uncapped NodePool, a
     kept key); node-f is in a free period; node-g has a stamp without the marker (a person
     copied it, say into a NodePool's template)."""
@@ -327,7 +328,7 @@ def held_beyond_cap(t: Thresholds) -> dict[str, Any]:
         node("node-b", between(0, split), **marker, **{STARTED: first}),
         node("node-b", between(split, end + 1), **marker, **{STARTED: second}),
         node("node-c", between(0, 30), **marker, **{STARTED: first}),
-        node("node-c", between(30, end + 1)),
+        node("node-c", between(30, end + 1), **marker),
         node("node-d", between(0, end + 1), annotation_karpenter_sh_do_not_disrupt="true"),
         node("node-e", between(0, end + 1), **marker),
         node("node-f", between(0, end + 1), annotation_node_holder_dev_free_until=second),
@@ -356,8 +357,8 @@ def held_beyond_cap(t: Thresholds) -> dict[str, Any]:
         ],
         "promql_expr_test": [
             {"expr": held, "eval_time": "10m", "exp_samples": [{"labels": "{}", "value": 4}]},
-            {"expr": held, "eval_time": f"{later}m", "exp_samples": [{"labels": "{}", "value": 3}]},
-            {"expr": held, "eval_time": f"{end}m", "exp_samples": [{"labels": "{}", "value": 2}]},
+            {"expr": held, "eval_time": f"{later}m", "exp_samples": [{"labels": "{}", "value": 4}]},
+            {"expr": held, "eval_time": f"{end}m", "exp_samples": [{"labels": "{}", "value": 3}]},
             {
                 "expr": stretches,
                 "eval_time": "10m",
