@@ -10,7 +10,7 @@ path (kubectl does not expand it) are refused by both.
 Legacy `auth-provider` users: kubectl 1.32 refuses gcp and azure (client-go dropped them in
 1.26) naming the exec plugin to use, and node-holder names the same one. It still serves oidc;
 node-holder refuses it on purpose, naming kubelogin, since only the official Python client read
-it and that is no dependency (docs/operations-notes.md): the one deliberate difference, which
+it and that is no dependency (docs/operations-notes.md): a deliberate difference, which
 the test establishes with kubectl each time rather than assumes.
 """
 
