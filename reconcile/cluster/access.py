@@ -1,9 +1,12 @@
 """Cluster access: which cluster, as whom, resolved like kubectl without touching the network.
 
-Every failure is a `ConfigError` (exit 2) naming the setting and a fix, raised before any
-request. docs/operations-notes.md says where access comes from, every field read and refused,
-how tokens are renewed, and why the kubeconfig is read here, not by the official client's
-loader (importing it costs 0.3 s; only legacy `auth-provider` users go to it).
+Every fault of the kubeconfig or the environment is a `ConfigError` (exit 2) naming the
+setting and a fix, raised before any request; a fault of this reader is not one, so `-v` shows
+its traceback. docs/operations-notes.md says where access comes from, every field read and
+refused, and how tokens are renewed; docs/design.md ("Dependencies") why the kubeconfig is read
+here and the official `kubernetes` client is not a dependency: its loader alone takes longer to
+import than this module and everything it imports, and legacy `auth-provider` users, the one
+thing only it served, are refused with the exec plugin that replaces each.
 """
 
 from __future__ import annotations
@@ -63,9 +66,9 @@ def connection_for(access: ClusterAccess, plugin_timeout: float = 45.0) -> Conne
                 "no cluster access: not running in a pod (KUBERNETES_SERVICE_HOST is not set) "
                 "and no kubeconfig found; pass --kubeconfig or set KUBECONFIG"
             )
-    except ConfigError:
-        raise  # already one line naming the fix (ConfigError is a ValueError: keep it first)
-    except (ValueError, TypeError, KeyError, AttributeError, OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        # What reading and parsing a file can raise; the shape of what was parsed is checked
+        # where it is read (ConfigError), so anything else is a fault of this reader.
         detail = redact(" ".join(str(exc).split())) or type(exc).__name__
         raise ConfigError(
             f"cannot load cluster access: malformed kubeconfig ({detail}); "
@@ -167,6 +170,18 @@ class _Entry:
         return _private_file(found) if isinstance(found, bytes) else found
 
 
+def _maps(value: Any, what: str, where: str | Path) -> list[Mapping[str, Any]]:
+    """A list of maps (a kubeconfig's clusters, users, contexts; an exec plugin's env; a
+    cluster's extensions), or bad input named."""
+    items = value or []
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ConfigError(
+            f"cannot load cluster access: {what} in {where} must be a list of maps; "
+            f"{FIX_KUBECONFIG}"
+        )
+    return items
+
+
 @dataclass
 class _Kubeconfig:
     """Files merged as kubectl merges them: the first definition of each name wins."""
@@ -187,13 +202,23 @@ class _Kubeconfig:
                 raise ConfigError(f"cannot load cluster access: {path} {what}; {FIX_KUBECONFIG}")
             base = Path(path).expanduser().resolve().parent
             for kind, named in merged.named.items():
-                for item in doc.get(f"{kind}s") or ():
-                    named.setdefault(str(item["name"]), _Entry(item.get(kind) or {}, base, kind))
+                for item in _maps(doc.get(f"{kind}s"), f"{kind}s", path):
+                    if "name" not in item:
+                        raise ConfigError(
+                            f"cannot load cluster access: {path} has a {kind} without a name; "
+                            f"{FIX_KUBECONFIG}"
+                        )
+                    body = item.get(kind) or {}
+                    if not isinstance(body, dict):
+                        raise _Entry({}, base, kind).error(
+                            f'"{item["name"]}" is a {type(body).__name__}, not a map'
+                        )
+                    named.setdefault(str(item["name"]), _Entry(body, base, kind))
             merged.current = merged.current or str(doc.get("current-context") or "")
         return merged
 
-    def context(self, asked: str | None) -> tuple[str, _Entry]:
-        """The chosen context's name and entry: `--context`, else the current-context."""
+    def context(self, asked: str | None) -> _Entry:
+        """The chosen context: `--context`, else the current-context."""
         if asked is None and not self.current:
             raise ConfigError(
                 f"the kubeconfig ({', '.join(self.paths)}) sets no current-context; pass "
@@ -209,12 +234,12 @@ class _Kubeconfig:
                 "current-context"
             )
             raise ConfigError(f'context "{name}" does not exist (contexts: {known}); {fix}')
-        return name, self.named["context"][name]
+        return self.named["context"][name]
 
 
 def _from_kubeconfig(paths: list[str], context: str | None, timeout: float) -> Connection:
     merged = _Kubeconfig.read(paths)
-    name, chosen = merged.context(context)
+    chosen = merged.context(context)
     cluster = merged.named["cluster"].get(str(chosen.value.get("cluster") or ""))
     if cluster is None:
         raise ConfigError(
@@ -222,11 +247,10 @@ def _from_kubeconfig(paths: list[str], context: str | None, timeout: float) -> C
             f'"{chosen.value.get("cluster")}", which the kubeconfig does not define; '
             f"{FIX_KUBECONFIG}"
         )
-    user = merged.named["user"].get(str(chosen.value.get("user") or ""))
-    user = user or _Entry({}, cluster.base, "user")
-    proxy_url = cluster.text("proxy-url")
+    user_name = str(chosen.value.get("user") or "")
+    user = merged.named["user"].get(user_name) or _Entry({}, cluster.base, "user")
     if user.value.get("auth-provider"):
-        return _from_auth_provider(paths, name, proxy_url)
+        raise _auth_provider_refused(user_name, user.value["auth-provider"])
     server = _server(cluster.value.get("server"))
     tls: dict[str, str | None] = {}
     if server.startswith("https"):  # the files first: a plugin runs only for a usable entry
@@ -243,7 +267,7 @@ def _from_kubeconfig(paths: list[str], context: str | None, timeout: float) -> C
         credentials=credentials,
         verify=not cluster.flag("insecure-skip-tls-verify"),
         tls_server_name=cluster.text("tls-server-name"),
-        proxy=_proxy(server, proxy_url),
+        proxy=_proxy(server, cluster.text("proxy-url")),
         **{**tls, **from_plugin},
     )
 
@@ -292,9 +316,12 @@ def _user_credentials(
         path = user.base / token_file  # as kubectl: relative to the kubeconfig, no `~`
         return _token_file(path, "kubeconfig user entry: tokenFile", "fix the path"), {}
     if user.value.get("exec"):
-        return _Plugin.start(user.value["exec"], user.base, timeout, cluster)
-    if name and password:
-        return _static(urllib3.util.make_headers(basic_auth=f"{name}:{password}")), {}
+        if not isinstance(spec := user.value["exec"], dict):
+            raise user.error(f"exec is a {type(spec).__name__}, not a map")
+        return _Plugin.start(spec, user.base, timeout, cluster)
+    if name and password:  # UTF-8, as client-go sends it (urllib3's helper takes Latin-1 only)
+        basic = base64.b64encode(f"{name}:{password}".encode()).decode()
+        return _static({"authorization": f"Basic {basic}"}), {}
     return anonymous, {}
 
 
@@ -335,6 +362,7 @@ class _Plugin:
     spec: Mapping[str, Any]
     cwd: str
     cluster: Mapping[str, Any] | None  # told to the plugin (provideClusterInfo)
+    timeout: float  # the run's --timeout, as set: what a plugin that hangs is told it broke
     ends: float  # the run's deadline (monotonic): no plugin run outlasts it
     headers: dict[str, str] = field(default_factory=dict)
     expires: datetime | None = None
@@ -346,7 +374,7 @@ class _Plugin:
         """The plugin's first run: its token (the plugin is then the credentials) or its
         client certificate."""
         told = cluster if spec.get("provideClusterInfo") else None
-        plugin = cls(spec, str(base), told, time.monotonic() + timeout)
+        plugin = cls(spec, str(base), told, timeout, time.monotonic() + timeout)
         status = plugin.run()
         if status.get("token"):
             return plugin, {}
@@ -385,33 +413,47 @@ class _Plugin:
             raise self.error("printed no token")
         return status
 
-    def _status(self, timeout: float) -> dict[str, Any]:
-        """The ExecCredential's `status` (client.authentication.k8s.io); with a cluster, the
-        plugin is told it, as kubectl tells it."""
+    def _command(self, api_version: str) -> tuple[list[str], dict[str, str]]:
+        """The plugin's command line and environment; with a cluster, the plugin is told it in
+        KUBERNETES_EXEC_INFO, as kubectl tells it."""
         command = str(self.spec.get("command") or "")
         if not command:
             raise ConfigError(f"kubeconfig user exec: no command; {FIX_KUBECONFIG}")
-        api_version = str(self.spec.get("apiVersion") or "client.authentication.k8s.io/v1")
+        if not isinstance(args := self.spec.get("args") or [], list):
+            raise self.error(f"has args that are a {type(args).__name__}, not a list")
         env = dict(os.environ)
-        env.update({str(e["name"]): str(e["value"]) for e in self.spec.get("env") or ()})
+        for variable in _maps(self.spec.get("env"), "exec env", "the kubeconfig user"):
+            if "name" not in variable:
+                raise self.error("has an env entry without a name")
+            env[str(variable["name"])] = str(variable.get("value", ""))
         request: dict[str, Any] = {"interactive": False}
         if self.cluster is not None:
             request["cluster"] = _exec_cluster(self.cluster)
         env["KUBERNETES_EXEC_INFO"] = json.dumps(
-            {"apiVersion": api_version, "kind": "ExecCredential", "spec": request}
+            {"apiVersion": api_version, "kind": "ExecCredential", "spec": request}, default=str
         )
-        args = [command, *(str(a) for a in self.spec.get("args") or ())]
+        return [command, *map(str, args)], env
+
+    def _status(self, left: float) -> dict[str, Any]:
+        """The ExecCredential's `status` (client.authentication.k8s.io), the plugin given `left`
+        seconds."""
+        api_version = str(self.spec.get("apiVersion") or "client.authentication.k8s.io/v1")
+        args, env = self._command(api_version)
         try:
-            done = _run_bounded(args, env, self.cwd, timeout)
+            done = _run_bounded(args, env, self.cwd, left)
         except FileNotFoundError:
             hint = " ".join(str(self.spec.get("installHint") or "").split())
             raise self.error("was not found", hint or "install it or fix its path") from None
         except PermissionError:
             raise self.error("is not executable") from None
         except subprocess.TimeoutExpired:
+            # The --timeout as set, which bounds the whole run (this plugin included), not the
+            # fraction of a second left of it when the plugin was started.
             raise self.error(
-                f"did not finish within --timeout ({timeout:g}s)", "does it wait for input?"
+                f"did not finish within --timeout ({self.timeout:g}s)", "does it wait for input?"
             ) from None
+        except (OSError, ValueError) as exc:  # not a program; a NUL byte in an argument
+            raise self.error("cannot be run", " ".join(str(exc).split())) from None
         said = " ".join(done.stderr.split())[-300:]
         if done.returncode != 0:
             raise self.error(f"failed (exit {done.returncode})", said or "no message")
@@ -445,7 +487,7 @@ def _exec_cluster(cluster: Mapping[str, Any]) -> dict[str, Any]:
         "proxy-url": "proxyURL",
     }
     found = {camel: cluster[key] for key, camel in names.items() if cluster.get(key) is not None}
-    for extension in cluster.get("extensions") or ():
+    for extension in _maps(cluster.get("extensions"), "the cluster's extensions", "the kubeconfig"):
         if extension.get("name") == "client.authentication.k8s.io/exec":
             found["config"] = extension.get("extension")
     return found
@@ -475,39 +517,36 @@ def _run_bounded(
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
-def _from_auth_provider(paths: list[str], context: str, proxy_url: str | None) -> Connection:
-    """A legacy `auth-provider` user (gcp, oidc): the official client's loader, imported here."""
-    from kubernetes import client, config  # noqa: PLC0415
+#: Each legacy `auth-provider` and the exec credential plugin that replaces it. kubectl 1.32
+#: refuses gcp and azure naming the same plugins (client-go dropped them in 1.26); it still
+#: serves oidc, which is refused here too (tests/access/test_kubeconfig_kubectl.py).
+EXEC_PLUGIN_FOR = {
+    "gcp": (
+        "kubectl dropped it in 1.26",
+        "the gke-gcloud-auth-plugin exec plugin: gcloud components install "
+        "gke-gcloud-auth-plugin, then gcloud container clusters get-credentials CLUSTER",
+    ),
+    "azure": (
+        "kubectl dropped it in 1.26",
+        "the kubelogin exec plugin (github.com/Azure/kubelogin): "
+        "kubelogin convert-kubeconfig -l azurecli",
+    ),
+    "oidc": (
+        "node-holder reads exec plugins only",
+        "the kubelogin exec plugin (github.com/int128/kubelogin): kubectl oidc-login setup",
+    ),
+}
 
-    cfg = client.Configuration()
-    try:
-        config.load_kube_config(
-            config_file=os.pathsep.join(paths), context=context, client_configuration=cfg
-        )
-    except config.ConfigException as exc:
-        # Its messages go on with " in <the user entry>", tokens included: never printed.
-        detail = redact(" ".join(str(exc).split(" in ", 1)[0].split()))
-        raise ConfigError(
-            f"cannot load cluster access: auth-provider user: {detail}; {FIX_KUBECONFIG}"
-        ) from None
 
-    def credentials(renew: bool = False) -> dict[str, str]:  # the provider refreshes itself
-        return {
-            auth["key"]: auth["value"]
-            for auth in cfg.auth_settings().values()
-            if auth.get("in") == "header" and auth.get("value")
-        }
-
-    server = _server(cfg.host)
-    return Connection(
-        server=server,
-        credentials=credentials,
-        ca_file=cfg.ssl_ca_cert,
-        cert_file=cfg.cert_file,
-        key_file=cfg.key_file,
-        verify=bool(cfg.verify_ssl),
-        tls_server_name=cfg.tls_server_name,
-        proxy=_proxy(server, proxy_url),
+def _auth_provider_refused(user: str, provider: Any) -> ConfigError:
+    """A legacy `auth-provider` user: bad input, named with the exec plugin to use instead."""
+    name = str(provider.get("name") or "") if isinstance(provider, dict) else ""
+    why, instead = EXEC_PLUGIN_FOR.get(
+        name, ("node-holder reads exec plugins only", "an exec credential plugin (user.exec)")
+    )
+    return ConfigError(
+        f'kubeconfig user "{user}": auth-provider {name or "(no name)"} is not supported '
+        f"({why}); switch the user to {instead}"
     )
 
 

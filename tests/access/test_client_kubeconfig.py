@@ -1,11 +1,13 @@
 """The kubeconfig is read as the official client reads it, without importing that client.
 
-`reconcile.cluster.access` reads kubeconfigs itself (importing `kubernetes` costs a third of
-a steady run). Each kubeconfig below is resolved both ways, ours and the official loader's
-(`kubernetes.config.load_kube_config`), and must give the same server, credentials, TLS
-files, verification and proxy. Then the paths only ours takes end to end against the API
-test server: relative CA files, the environment's proxy and NO_PROXY, and a legacy OIDC
-`auth-provider` user, which is handed to the official loader.
+`reconcile.cluster.access` reads kubeconfigs itself (the official client is a test
+dependency only: docs/design.md, "Dependencies"). Each kubeconfig below is resolved both
+ways, ours and the official loader's (`kubernetes.config.load_kube_config`), and must give
+the same server, credentials, TLS files, verification and proxy. Then the paths only ours
+takes end to end against the API test server: relative CA files, the environment's proxy and
+NO_PROXY; and what ours refuses on purpose: legacy `auth-provider` users (with the exec plugin
+that replaces each) and kubeconfigs of the wrong shape, each in one line, while a fault of the
+reader itself is left a traceback.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import yaml
 from kubernetes import client as official_client
 from kubernetes import config as official_config
 
+from reconcile.cluster import access
 from reconcile.cluster.access import connection_for
 from reconcile.cluster.transport import Connection
 from reconcile.rule.settings import ClusterAccess
@@ -336,31 +339,46 @@ def jwt(claims: dict[str, Any]) -> str:
     return f"{part({'alg': 'RS256'})}.{part(claims)}.c2lnbmF0dXJl"
 
 
-def test_an_oidc_auth_provider_user_is_handed_to_the_official_loader(
-    nodes: ApiServer, tmp_path: Path
+#: Each legacy auth-provider and what the line names instead: kubectl's own advice for gcp
+#: and azure, kubelogin for oidc, an exec plugin for any other.
+AUTH_PROVIDERS = {
+    "gcp": "(kubectl dropped it in 1.26); switch the user to the gke-gcloud-auth-plugin exec "
+    "plugin: gcloud components install gke-gcloud-auth-plugin, then gcloud container clusters "
+    "get-credentials CLUSTER",
+    "azure": "(kubectl dropped it in 1.26); switch the user to the kubelogin exec plugin "
+    "(github.com/Azure/kubelogin): kubelogin convert-kubeconfig -l azurecli",
+    "oidc": "(node-holder reads exec plugins only); switch the user to the kubelogin exec "
+    "plugin (github.com/int128/kubelogin): kubectl oidc-login setup",
+    "keystone": "(node-holder reads exec plugins only); switch the user to an exec credential "
+    "plugin (user.exec)",
+}
+
+
+@pytest.mark.parametrize("provider", list(AUTH_PROVIDERS))
+def test_an_auth_provider_user_is_refused_naming_the_exec_plugin_to_use(
+    nodes: ApiServer, tmp_path: Path, provider: str
 ) -> None:
+    """Refused although the server would accept its id-token: the official client, which alone
+    served these users, is no dependency (CHANGELOG, "Upgrade notes")."""
     api = nodes
     token = jwt({"sub": "ann", "exp": 4102444800})  # 2100: not expired, so no refresh
     api.accept_token(token, "admin")
-    path = api.write_kubeconfig(tmp_path / "kubeconfig", identity="noauth")  # no path token
+    path = api.write_kubeconfig(tmp_path / "kubeconfig", identity="noauth")
     doc = yaml.safe_load(path.read_text())
-    doc["users"][0]["user"] = {
-        "auth-provider": {
-            "name": "oidc",
-            "config": {
-                "id-token": token,
-                "idp-issuer-url": "https://issuer.invalid",
-                "client-id": "kubernetes",
-            },
-        }
-    }
+    config = {"id-token": token, "idp-issuer-url": "https://issuer.invalid", "client-id": "k"}
+    doc["users"][0]["user"] = {"auth-provider": {"name": provider, "config": config}}
     path.write_text(yaml.safe_dump(doc))
 
     result = run_cli("reconcile", "--kubeconfig", str(path))
 
-    assert result.code == 0, result.stderr
-    assert api.annotations("n1") == OURS
-    assert {r.identity for r in api.requests} == {"admin"}  # the id-token, as a bearer header
+    assert result.code == 2, result.stderr
+    line = assert_one_clear_line(result.stderr)
+    assert line.endswith(
+        f'kubeconfig user "test-noauth": auth-provider {provider} is not supported '
+        + AUTH_PROVIDERS[provider]
+    ), line
+    assert token not in line
+    assert api.requests == []
 
 
 # --- what the reader refuses: exit 2, one line, nothing sent ---------------------------
@@ -404,12 +422,33 @@ REFUSED: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         _set("clusters.0.cluster.insecure-skip-tls-verify", "maybe"),
         "insecure-skip-tls-verify must be true or false, not 'maybe'",
     ),
-    "an auth-provider the official loader refuses": (
-        _set(
-            "users.0.user",
-            {"auth-provider": {"name": "oidc", "config": {"refresh-token": "s3cr3t-refresh"}}},
-        ),
-        "auth-provider user: Invalid kube-config file. Expected key id-token;",
+    "an auth-provider without a name": (
+        _set("users.0.user", {"auth-provider": {"config": {"refresh-token": "s3cr3t-refresh"}}}),
+        "auth-provider (no name) is not supported",
+    ),
+    "users that are a map, not a list": (
+        _set("users", {"u": {"token": "s3cr3t"}}),
+        "users in ",
+    ),
+    "a context entry that is a string": (
+        _set("contexts.0.context", "test"),
+        'kubeconfig context entry: "test" is a str, not a map;',
+    ),
+    "a cluster without a name": (
+        _set("clusters.0", {"cluster": {"server": "http://127.0.0.1:9"}}),
+        "has a cluster without a name;",
+    ),
+    "an exec entry that is a list": (
+        _set("users.0.user", {"exec": ["aws", "eks", "get-token"]}),
+        "kubeconfig user entry: exec is a list, not a map;",
+    ),
+    "an exec env that is a map": (
+        _set("users.0.user", {"exec": {"command": "true", "env": {"AWS_PROFILE": "x"}}}),
+        "exec env in the kubeconfig user must be a list of maps;",
+    ),
+    "exec args that are a string": (
+        _set("users.0.user", {"exec": {"command": "aws", "args": "eks get-token"}}),
+        'credential plugin "aws" (kubeconfig user exec) has args that are a str, not a list',
     ),
 }
 
@@ -425,6 +464,52 @@ def test_what_the_reader_refuses_is_one_line_and_nothing_sent(
     line = assert_one_clear_line(result.stderr)
     assert expected in line, line
     assert "s3cr3t" not in line  # the official loader's messages quote the whole user entry
+    assert api.requests == []
+
+
+UNREADABLE = {
+    "YAML that does not parse": b"clusters: [\n  - name: x\n",
+    "bytes that are not UTF-8": b"clusters: []\ncurrent-context: \xff\xfe\n",
+    "a folder, not a file": None,
+}
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE))
+def test_a_kubeconfig_that_does_not_read_is_one_line_and_nothing_sent(
+    api: ApiServer, tmp_path: Path, case: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    content = UNREADABLE[case]
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    result = run_cli("reconcile", "--kubeconfig", str(path))
+    assert result.code == 2, result.stderr
+    line = assert_one_clear_line(result.stderr)
+    assert "cannot load cluster access: malformed kubeconfig (" in line, line
+    assert line.endswith("; check --kubeconfig/KUBECONFIG"), line
+    assert api.requests == []
+
+
+def test_a_fault_of_the_reader_itself_is_a_traceback_not_a_malformed_kubeconfig(
+    api: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader's own bug (here one put in its server parser) is no fault of the kubeconfig:
+    exit 1 as "unexpected", with the traceback under -v, not "malformed kubeconfig" (exit 2)."""
+
+    def broken(host: Any) -> str:
+        return host.rstrip_typo("/")  # an AttributeError, as a typo would raise
+
+    monkeypatch.setattr(access, "_server", broken)
+    path = api.write_kubeconfig(tmp_path / "kubeconfig")
+
+    result = run_cli("reconcile", "--kubeconfig", str(path), "-v")
+
+    assert result.code == 1, result.stderr
+    assert "Traceback (most recent call last)" in result.stderr
+    assert "unexpected AttributeError:" in result.stderr.splitlines()[-1]
+    assert "malformed kubeconfig" not in result.stderr
     assert api.requests == []
 
 

@@ -6,11 +6,18 @@ works, or it refuses the kubeconfig) is established by running it, and node-hold
 write it (76 columns, `\\n` or `\\r\\n`) is one value; any other space, missing padding, the
 URL-safe alphabet, both the -data and the file form at once, a missing file and a `~` in a
 path (kubectl does not expand it) are refused by both.
+
+Legacy `auth-provider` users: kubectl 1.32 refuses gcp and azure (client-go dropped them in
+1.26) naming the exec plugin to use, and node-holder names the same one. It still serves oidc;
+node-holder refuses it on purpose, naming kubelogin, since only the official Python client read
+it and that is no dependency (docs/operations-notes.md): a deliberate difference, which
+the test establishes with kubectl each time rather than assumes.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import ssl
@@ -205,3 +212,59 @@ def test_node_holder_accepts_a_kubeconfig_exactly_when_kubectl_does(setup: Setup
     assert ours.code == (0 if kubectl_accepts else 2), (kubectl.stderr, ours.stderr)
     if not kubectl_accepts:
         assert len(ours.stderr.strip().splitlines()) == 1, ours.stderr
+
+
+#: provider -> (kubectl accepts it, the plugin kubectl names when it refuses, the one we name)
+AUTH_PROVIDERS = {
+    "gcp": (False, "gke-gcloud-auth-plugin", "gke-gcloud-auth-plugin"),
+    "azure": (False, "github.com/Azure/kubelogin", "github.com/Azure/kubelogin"),
+    "oidc": (True, None, "kubectl oidc-login"),  # the deliberate difference
+}
+
+
+def jwt(subject: str) -> str:
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    claims = {"sub": subject, "exp": 4102444800}  # 2100: kubectl's oidc has nothing to refresh
+    return f"{part({'alg': 'RS256'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+@pytest.mark.parametrize("provider", list(AUTH_PROVIDERS))
+def test_an_auth_provider_user_kubectl_s_verdict_and_ours(setup: Setup, provider: str) -> None:
+    kubectl_accepts, kubectl_names, we_name = AUTH_PROVIDERS[provider]
+    token = jwt(provider)
+    setup.api.accept_token(token, "admin")
+    config = {"id-token": token, "idp-issuer-url": "https://issuer.invalid", "client-id": "k"}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "t", "cluster": {"server": setup.api.url, CA_DATA: b64(setup.pem["ca"])}}
+        ],
+        "users": [{"name": "u", "user": {"auth-provider": {"name": provider, "config": config}}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
+        "current-context": "t",
+    }
+    path = setup.folder / f"auth-provider-{provider}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    home = setup.folder / "home"
+    env = {**os.environ, "HOME": str(home), "KUBECACHEDIR": str(home / "cache")}
+    kubectl = subprocess.run(
+        [KUBECTL or "kubectl", "--kubeconfig", str(path), "get", "nodes", "-o", "name"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    ours = run_cli("status", "--kubeconfig", str(path), env={"HOME": str(home)})
+
+    assert (kubectl.returncode == 0) == kubectl_accepts, kubectl.stderr
+    if kubectl_accepts:
+        assert kubectl.stdout.strip() == "node/n1"
+    else:
+        assert kubectl_names in kubectl.stderr, kubectl.stderr
+    assert ours.code == 2, ours.stderr
+    (line,) = ours.stderr.strip().splitlines()
+    assert f"auth-provider {provider} is not supported" in line and we_name in line, line

@@ -5,8 +5,8 @@ fields, proxy, tokens, contexts, names, whole sections of the wrong type) and th
 environment's proxy variables. Reading one must give a `Connection` from which the
 client builds its pool, or a `ConfigError` (exit 2, one line): never another exception,
 which would be an "unexpected" exit 1 with a traceback under -v. No request is sent:
-nothing here opens a connection. `exec` and `auth-provider` users are left out (they
-would run commands or import the official loader); their tests are in tests/access.
+nothing here opens a connection. `exec` and `auth-provider` users are left out (the first
+would run commands, the second is always refused); their tests are in tests/access.
 """
 
 from __future__ import annotations

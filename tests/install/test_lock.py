@@ -153,7 +153,7 @@ def test_lock_is_closed_and_minimal(lock):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda deps: [*deps, "attrs>=99"], r"runtime\.lock pins attrs"),
+        (lambda deps: [*deps, "click>=99"], r"runtime\.lock pins click"),
         (lambda deps: [*deps, "not-a-dependency-here>=1"], r"not in runtime\.lock"),
     ],
 )
