@@ -84,27 +84,6 @@ class Arrivals:
             self.count = 0
 
 
-class FirstRequest:
-    """When the server saw the first request: where a bound on a run's duration starts.
-
-    A clock started before `Popen` also counts interpreter start-up and imports, which
-    take seconds on a loaded machine and are not what `--timeout` bounds.
-    """
-
-    def __init__(self, api: ApiServer) -> None:
-        self.at: float | None = None
-        api.on_request(self._seen)
-
-    def _seen(self, _req: RequestInfo) -> None:
-        if self.at is None:
-            self.at = time.monotonic()
-
-    def elapsed(self) -> float:
-        """Seconds from the first request to now."""
-        assert self.at is not None, "the server saw no request"
-        return time.monotonic() - self.at
-
-
 def spawn(kubeconfig: str | Path, *args: str, command: str = "reconcile") -> subprocess.Popen:
     """The real console entry point in its own process, as the CronJob runs it."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}

@@ -41,6 +41,7 @@ import json
 import random
 import re
 import secrets
+import select
 import signal
 import socket
 import ssl
@@ -162,6 +163,9 @@ class Fault:
     to the answer (say, `Retry-After` as a date). The real answer's body can be mangled in
     transit too: `drip=(n, t)` sends it n bytes every t seconds; `cut="truncate"` sends half
     of it (Content-Length says all) and closes, `cut="reset"` sends half and resets.
+    `hold` keeps the answer back until the client hangs up, for at most `hold` seconds: the
+    request's record says which came first (`hung_up`), so a test shows that a client gave
+    up without timing it. A drip stops, too, once the client has hung up.
     """
 
     method: str | None = None
@@ -180,6 +184,7 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     drip: tuple[int, float] | None = None
     cut: str | None = None  # "truncate" | "reset"
+    hold: float = 0.0
     hits: int = 0
 
     def _matches(self, method: str, path: str) -> bool:
@@ -225,6 +230,8 @@ class RequestRecord:
     stored: bool = False  # the request changed stored state (no-ops and dry runs do not)
     user_agent: str = ""
     started: float = 0.0  # time.perf_counter() when the request arrived (for overlap checks)
+    hung_up: bool = False  # the client closed the connection before the whole answer went out
+    bytes_sent: int = 0  # body bytes that went out (fewer than bytes_out if dripped or cut)
 
 
 @dataclass
@@ -427,6 +434,12 @@ class _Handler(BaseHTTPRequestHandler):
             if fault is not None:
                 if fault.delay:
                     time.sleep(fault.delay)
+                if fault.hold and self._gone_within(fault.hold):
+                    record.hung_up = True
+                    record.duration = time.perf_counter() - started
+                    api._record(record)
+                    self._close()
+                    return
                 if fault.drop_connection:
                     record.duration = time.perf_counter() - started
                     api._record(record)
@@ -454,17 +467,21 @@ class _Handler(BaseHTTPRequestHandler):
         api._record(record)  # before the bytes go out: a client that got them sees the record
         try:
             if fault is not None and (fault.drip or fault.cut):
-                self._mangle(fault, payload, len(payload) - body_len)
+                self._mangle(fault, payload, len(payload) - body_len, record)
             else:
                 self.wfile.write(payload)
+                record.bytes_sent = body_len
         except OSError:
+            record.hung_up = True
             self.close_connection = True
 
-    def _mangle(self, fault: Fault, payload: bytes, head: int) -> None:
+    def _mangle(self, fault: Fault, payload: bytes, head: int, record: RequestRecord) -> None:
         """Send the head whole and the body as `fault.drip` / `fault.cut` say."""
         self.wfile.write(payload[:head])
         if fault.cut:
-            self.wfile.write(payload[head : head + (len(payload) - head) // 2])
+            half = (len(payload) - head) // 2
+            self.wfile.write(payload[head : head + half])
+            record.bytes_sent = half
             if fault.cut == "reset":
                 self._drop()
             else:
@@ -476,7 +493,34 @@ class _Handler(BaseHTTPRequestHandler):
             if self.server.api._httpd is None:  # the server stopped: stop dripping
                 return self._close()
             self.wfile.write(payload[at : at + size])
-            time.sleep(pause)
+            record.bytes_sent = min(at + size, len(payload)) - head
+            if self._gone_within(pause):
+                record.hung_up = True
+                return self._close()
+        return None
+
+    def _gone_within(self, seconds: float) -> bool:
+        """Wait up to `seconds` for the client to close the connection; True if it did. A
+        client sends nothing while it waits for an answer: anything readable is its end."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if self.server.api._httpd is None:  # the server stopped
+                return False
+            readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+            if not readable:
+                continue
+            try:
+                data = self.connection.recv(1, socket.MSG_PEEK)
+            except ssl.SSLWantReadError:  # part of a TLS record: look again
+                continue
+            except ValueError:  # TLS sockets cannot peek; nothing is expected but the end
+                data = self.connection.recv(1)
+            except OSError:  # reset
+                return True
+            if not data:
+                return True
+            time.sleep(max(end - time.monotonic(), 0))  # a request sent ahead: not the end
+        return False
 
     def _close(self) -> None:
         self.close_connection = True
