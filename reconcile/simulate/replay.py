@@ -666,12 +666,10 @@ class _Replay:
         """What decide() is given for a window: in the exact replay (and for a few nodes),
         every node; else the nodes its last stretch depends on (`_Triggers.walk`) and one node
         of each other class, dated 1970 (docs/simulate.md, "How the replay works")."""
-        names = win.nodes()
-        if self.options.exact or len(names) <= FEW:
+        if self.options.exact or sum(len(c.members) for c in win.classes.values()) <= FEW:
             win.triggers = None  # built anew when it grows
-            return [self.where[n].view(n) for n in names]
-        if win.triggers is not None:
-            names = list(win.pending)
+            return [self.where[n].view(n) for n in win.nodes()]
+        names = win.nodes() if win.triggers is None else list(win.pending)
         win.pending = set()
         self._probe([n for n in names if n not in self.as_trigger], now)
         fresh = sorted(t for n in names if (t := self.as_trigger[n]))
