@@ -7,14 +7,18 @@ with NodePools' own hold settings on their nodes or from --compare."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reconcile.rule import decide as rules
+from reconcile.rule.nodes import NodeView
 from reconcile.rule.selectors import parse_selector
 from reconcile.rule.settings import HoldSettings, Scope
 from reconcile.simulate.replay import (
@@ -426,3 +430,45 @@ def test_a_capped_stretchs_longest_own_hold_and_a_late_end_in_its_free_period_co
     timeline = replace(timeline, end=T0 + timedelta(hours=2))
     (result,) = both(timeline, [hold(5, cap=30)]).results
     assert periods(result) == [("00:00", "00:30"), ("00:56", "01:01")]
+
+
+def leavers_day(count: int, seed: int = 31) -> Timeline:
+    """Half the nodes came up hours to days ago and leave during the day, the other half
+    come in small scale-ups and live 1 to 8 hours, in three NodePools (c: 45m holds)."""
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(count):
+        pool = rng.choice("abc")
+        own = {OWN: "45m"} if pool == "c" else {}
+        if i % 2:
+            created = T0 - timedelta(minutes=rng.uniform(60, 7200))
+            gone = T0 + timedelta(minutes=rng.uniform(0, 1440))
+        else:
+            created = T0 + timedelta(minutes=rng.uniform(0, 1400))
+            gone = created + timedelta(hours=rng.uniform(1, 8))
+        nodes.append(TimelineNode(f"n{i}", created, gone, {POOL: pool}, own))
+    ordered = tuple(sorted(nodes, key=lambda n: (n.created, n.name)))
+    return Timeline(ordered, ("leavers",), start=T0, end=T0 + timedelta(days=1))
+
+
+def test_decide_is_given_a_few_nodes_per_event_on_a_day_of_long_lived_leavers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Long-lived trigger nodes leaving mid-stretch once made the replay give decide() every
+    node of the window at each departure (on this day: over 40 node views per event, growing with
+    the day). Now a few per event (an arrival, a departure, a run decided), in every scope,
+    capped or not."""
+    given: list[int] = []
+    real = rules.decide
+
+    def counting(nodes: Sequence[NodeView], *args: Any, **kwargs: Any) -> rules.Plan:
+        given.append(len(nodes))
+        return real(nodes, *args, **kwargs)
+
+    monkeypatch.setattr(rules, "decide", counting)
+    holds = [hold(), hold(10, cap=30), hold(scope=Scope.GROUP), hold(scope=Scope.GROUP, cap=60)]
+    timeline = leavers_day(800)
+    span = replay_window(timeline, holds, timedelta(minutes=1))
+    sim = simulate(Simulation(timeline, span, holds))
+    events = sum(2 * len(timeline.nodes) + r.replayed for r in sim.results)
+    assert sum(given) < 10 * events, (sum(given), events)
