@@ -139,7 +139,7 @@ def _pool(text: str, hold: HoldSettings, where: str) -> tuple[str, str, str]:
 
 
 @dataclass(frozen=True)
-class Window:
+class Span:
     """When the replay runs: start, start + interval, ... before end."""
 
     start: datetime
@@ -158,14 +158,14 @@ class Window:
         return math.ceil((moment - self.start) / self.interval)
 
 
-def replay_window(
+def replay_span(
     timeline: Timeline,
     holds: list[HoldSettings],
     interval: timedelta,
     start: datetime | None = None,
     end: datetime | None = None,
     last: timedelta | None = None,
-) -> Window:
+) -> Span:
     """Default: from the first thing that happens until the last hold could have ended;
     runs land on multiples of the interval (like a `*/N` CronJob schedule)."""
     moments = [t for n in timeline.nodes for t in (n.created, n.deleted) if t is not None]
@@ -182,19 +182,19 @@ def replay_window(
     if end is None or start is None:
         raise ConfigError("the timeline has no times at all; give --start and --end")
     start = end - last if last is not None else start
-    window = Window(datetime.fromtimestamp(start.timestamp() // step * step, UTC), end, interval)
-    if end <= window.start:
+    span = Span(datetime.fromtimestamp(start.timestamp() // step * step, UTC), end, interval)
+    if end <= span.start:
         raise ConfigError(
-            f"the replay would end ({iso(end)}) before it starts ({iso(window.start)}); "
+            f"the replay would end ({iso(end)}) before it starts ({iso(span.start)}); "
             "fix --start/--end or the timeline's start:/end:"
         )
-    if window.runs > MAX_RUNS:
+    if span.runs > MAX_RUNS:
         raise ConfigError(
-            f"the timeline spans {format_duration(end - window.start)}: {window.runs:,} runs "
+            f"the timeline spans {format_duration(end - span.start)}: {span.runs:,} runs "
             f"at --interval {format_duration(interval)} (at most {MAX_RUNS:,}); replay part "
             "of it with --last 24h or --start/--end, or a longer --interval"
         )
-    return window
+    return span
 
 
 class Schedule(NamedTuple):
@@ -205,22 +205,22 @@ class Schedule(NamedTuple):
     unseen: tuple[str, ...]
 
 
-def schedule(timeline: Timeline, window: Window) -> Schedule:
+def schedule(timeline: Timeline, span: Span) -> Schedule:
     """A node arrives at the first run at or after its creation and leaves at the first
     run at or after its deletion; one that lives between two runs is never seen."""
     arrivals: dict[int, list[TimelineNode]] = defaultdict(list)
     departures: dict[int, list[TimelineNode]] = defaultdict(list)
     unseen = []
     for node in timeline.nodes:
-        first = window.index(max(node.created or window.start, window.start))
-        if (node.deleted and node.deleted <= window.start) or first >= window.runs:
+        first = span.index(max(node.created or span.start, span.start))
+        if (node.deleted and node.deleted <= span.start) or first >= span.runs:
             continue  # gone before the replay starts, or born after it
-        leave = window.index(node.deleted) if node.deleted else window.runs
+        leave = span.index(node.deleted) if node.deleted else span.runs
         if leave <= first:
             unseen.append(node.name)
             continue
         arrivals[first].append(node)
-        if leave < window.runs:
+        if leave < span.runs:
             departures[leave].append(node)
     return Schedule(arrivals, departures, tuple(unseen))
 
@@ -282,7 +282,7 @@ class Simulation:
     """What to replay (the timeline, when, the configurations) and, once replayed, how."""
 
     timeline: Timeline
-    window: Window
+    span: Span
     holds: list[HoldSettings]
     sweep: bool = False  # the configurations are a --sweep over hold durations
     results: tuple[Result, ...] = ()
@@ -511,8 +511,8 @@ class _Replay:
     """One configuration's nodes in memory, and its figures as the runs go by; `due`: the
     runs at which a window must be decided again, the runs in between are counted only."""
 
-    def __init__(self, hold: HoldSettings, window: Window, options: ReplayOptions) -> None:
-        self.hold, self.window, self.options = hold, window, options
+    def __init__(self, hold: HoldSettings, span: Span, options: ReplayOptions) -> None:
+        self.hold, self.span, self.options = hold, span, options
         self.result = Result(hold)
         self.wins: dict[str, _WindowState] = {}
         self.where: dict[str, _Class] = {}  # node -> its class: every node present
@@ -531,11 +531,11 @@ class _Replay:
     def run(self, plan: Schedule) -> Result:
         for i in {0, *plan.arrivals, *plan.departures}:
             self._due(i)
-        done, runs = 0, self.window.runs
+        done, runs = 0, self.span.runs
         while self.queue and (i := heapq.heappop(self.queue)) < runs:
             if i > done:
                 self._record(i - done)  # runs where nothing could change: skipped
-            tick = self.window.tick(i)
+            tick = self.span.tick(i)
             names = self.due.pop(i)
             names.update(self._leave(node, tick) for node in plan.departures.get(i, ()))
             names.update(self._arrive(node) for node in plan.arrivals.get(i, ()))
@@ -573,14 +573,14 @@ class _Replay:
         if self.options.observe:
             views = [self.where[n].view(n) for win in self.wins.values() for n in win.nodes()]
             for i in range(result.runs - runs, result.runs):
-                self.options.observe(self.window.tick(i), views)
+                self.options.observe(self.span.tick(i), views)
         if self.options.progress:
-            self.options.progress(result.label, result.runs, self.window.runs)
+            self.options.progress(result.label, result.runs, self.span.runs)
 
     # --- the nodes -------------------------------------------------------------------------
 
     def _arrive(self, node: TimelineNode) -> str:
-        created = (node.created or self.window.start - ANCIENT).replace(microsecond=0)
+        created = (node.created or self.span.start - ANCIENT).replace(microsecond=0)
         labels = {k: node.labels[k] for k in self.hold.label_keys if k in node.labels}
         name = rules.window_name(rules.NodeView(node.name, created, labels=labels), self.hold)
         win = self.wins.setdefault(name, _WindowState())
@@ -657,7 +657,7 @@ class _Replay:
             self.result.budget_writes += self._nodepools(name)
         for moment in (getattr(window, t) for t in _TIMES):
             if isinstance(moment, datetime) and moment > tick:
-                self._due(self.window.index(moment), name)
+                self._due(self.span.index(moment), name)
         if patches:
             self._due(i + 1, name)  # its nodes changed: decided again at the next run
         return plan, writes
@@ -754,12 +754,12 @@ def launches_avoided(
 
 
 def replay(
-    timeline: Timeline, window: Window, hold: HoldSettings, options: ReplayOptions = ReplayOptions()
+    timeline: Timeline, span: Span, hold: HoldSettings, options: ReplayOptions = ReplayOptions()
 ) -> Result:
-    """Replay every run of `window` for one configuration; raises SimulationFailed."""
+    """Replay every run of `span` for one configuration; raises SimulationFailed."""
     began = time.perf_counter()
-    state = _Replay(hold, window, options)
-    result = state.run(schedule(timeline, window))
+    state = _Replay(hold, span, options)
+    result = state.run(schedule(timeline, span))
     result.launches_avoided = launches_avoided(state.kept, timeline, hold.group_label)
     result.node_hours_kept = sum((u - g).total_seconds() for g, u, _ in state.kept) / 3600
     result.seconds = time.perf_counter() - began
@@ -769,8 +769,8 @@ def replay(
 def simulate(sim: Simulation, options: ReplayOptions = ReplayOptions()) -> Simulation:
     """Replay every configuration, one after the other, in this process."""
     began = time.perf_counter()
-    results = tuple(replay(sim.timeline, sim.window, hold, options) for hold in sim.holds)
-    unseen = schedule(sim.timeline, sim.window).unseen
+    results = tuple(replay(sim.timeline, sim.span, hold, options) for hold in sim.holds)
+    unseen = schedule(sim.timeline, sim.span).unseen
     return replace(sim, results=results, unseen=unseen, elapsed=time.perf_counter() - began)
 
 
@@ -811,5 +811,5 @@ def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Simulatio
         except ValueError as exc:
             raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
     timeline = load_timeline(list(paths))
-    window = replay_window(timeline, holds, asked.interval, *moments, asked.last)
-    return Simulation(timeline, window, holds, asked.sweep is not None)
+    span = replay_span(timeline, holds, asked.interval, *moments, asked.last)
+    return Simulation(timeline, span, holds, asked.sweep is not None)

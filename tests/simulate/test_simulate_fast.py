@@ -26,7 +26,7 @@ from reconcile.simulate.replay import (
     Result,
     Simulation,
     parse_compare,
-    replay_window,
+    replay_span,
     simulate,
 )
 from reconcile.simulate.timeline import Timeline, TimelineNode, load_timeline
@@ -59,12 +59,12 @@ def both(
     timeline: Timeline, holds: list[HoldSettings], last: timedelta | None = None
 ) -> Simulation:
     """The fast replay, after checking that it gives the run-by-run replay's figures."""
-    window = replay_window(timeline, holds, timedelta(minutes=1), last=last)
-    fast = simulate(Simulation(timeline, window, holds))
-    exact = simulate(Simulation(timeline, window, holds), ReplayOptions(exact=True))
+    span = replay_span(timeline, holds, timedelta(minutes=1), last=last)
+    fast = simulate(Simulation(timeline, span, holds))
+    exact = simulate(Simulation(timeline, span, holds), ReplayOptions(exact=True))
     for quick, slow in zip(fast.results, exact.results, strict=True):
         assert figures(quick) == figures(slow), quick.label
-        assert slow.replayed == window.runs
+        assert slow.replayed == span.runs
     return fast
 
 
@@ -468,7 +468,7 @@ def test_decide_is_given_a_few_nodes_per_event_on_a_day_of_long_lived_leavers(
     monkeypatch.setattr(rules, "decide", counting)
     holds = [hold(), hold(10, cap=30), hold(scope=Scope.GROUP), hold(scope=Scope.GROUP, cap=60)]
     timeline = leavers_day(800)
-    span = replay_window(timeline, holds, timedelta(minutes=1))
+    span = replay_span(timeline, holds, timedelta(minutes=1))
     sim = simulate(Simulation(timeline, span, holds))
     events = sum(2 * len(timeline.nodes) + r.replayed for r in sim.results)
     assert sum(given) < 10 * events, (sum(given), events)
