@@ -84,6 +84,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_runs.py --sizes 5000,15000 --skip-slow
 	$(PY) benchmarks/bench_memory.py
 	$(PY) benchmarks/bench_scale.py
+	$(PY) benchmarks/bench_simulate.py
 
 # --------------------------------------------------------------------------- the image
 # docs/install.md, "The image". As root, with no container daemon: buildah builds from the
