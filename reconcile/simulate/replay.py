@@ -345,7 +345,7 @@ def _us(moment: datetime) -> int:
 #: the times in microseconds (`_us`).
 Trigger = tuple[int, str, int, int]
 NO_CAP = 2**62  # a trigger node without a cap
-NONE = -(2**62)  # an empty slot's end and duration: less than any
+EMPTY = -(2**62)  # an empty slot's end and duration: less than any
 
 
 class _Triggers:
@@ -368,8 +368,8 @@ class _Triggers:
         self.created: list[int] = []  # by slot, empty ones too: ascending
         self.names: list[str] = []
         self.own_caps: list[int] = []
-        self.ends = [NONE] * (2 * self.size)  # trees of maxima: the leaves at size + slot
-        self.durations = [NONE] * (2 * self.size)
+        self.ends = [EMPTY] * (2 * self.size)  # trees of maxima: the leaves at size + slot
+        self.durations = [EMPTY] * (2 * self.size)
         self.alive: list[int] = []  # the slots of nodes present, ascending
         self.slots: dict[str, int] = {}
         self.caps: Counter[int] = Counter()  # own cap -> nodes present
@@ -401,7 +401,7 @@ class _Triggers:
         if slot is not None:  # else not a trigger node
             self.caps -= Counter([self.own_caps[slot]])
             del self.alive[bisect_left(self.alive, slot)]
-            self._set(slot, NONE, NONE)
+            self._set(slot, EMPTY, EMPTY)
 
     def _set(self, slot: int, end: int, duration: int) -> None:
         self.changed.append(slot)
@@ -414,7 +414,7 @@ class _Triggers:
             durations[i] = max(durations[2 * i], durations[2 * i + 1])
 
     def _largest(self, tree: list[int], lo: int, hi: int) -> tuple[int, int]:
-        """(the largest value of the slots lo..hi-1, its first slot); (NONE, -1): none."""
+        """(the largest value of the slots lo..hi-1, its first slot); (EMPTY, -1): none."""
         left, right = [], []
         lo, hi = lo + self.size, hi + self.size
         while lo < hi:
@@ -425,12 +425,12 @@ class _Triggers:
                 hi -= 1
                 right.append(hi)
             lo, hi = lo >> 1, hi >> 1
-        best, node = NONE, 0
+        best, node = EMPTY, 0
         for i in left + right[::-1]:
             if tree[i] > best:
                 best, node = tree[i], i
         if not node:
-            return NONE, -1
+            return EMPTY, -1
         while node < self.size:
             node = 2 * node if tree[2 * node] == best else 2 * node + 1
         return best, node - self.size
