@@ -328,12 +328,14 @@ class _Class:
         annotations = self.annotations
         if light and not STAMPS.isdisjoint(annotations):
             annotations = {k: v for k, v in annotations.items() if k not in STAMPS}
-        created = self.members[name]
-        return rules.NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
+        return self._view(name, self.members[name], annotations)
 
     def stand_in(self) -> rules.NodeView:
         """A member dated 1970: its settings, cap and stamps count, its own hold is long over."""
-        return replace(self.view(next(iter(self.members))), created=EPOCH)
+        return self._view(next(iter(self.members)), EPOCH, self.annotations)
+
+    def _view(self, name: str, created: datetime, annotations: Mapping[str, str]) -> rules.NodeView:
+        return rules.NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
 
 
 def _us(moment: datetime) -> int:
