@@ -362,7 +362,7 @@ TRICKLE = st.tuples(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(LONG_LIVED, max_size=14),
     st.lists(TRICKLE, max_size=3),
@@ -467,7 +467,7 @@ def test_decide_is_given_a_few_nodes_per_event_on_a_day_of_long_lived_leavers(
 
     monkeypatch.setattr(rules, "decide", counting)
     holds = [hold(), hold(10, cap=30), hold(scope=Scope.GROUP), hold(scope=Scope.GROUP, cap=60)]
-    timeline = leavers_day(800)
+    timeline = leavers_day(600)
     span = replay_span(timeline, holds, timedelta(minutes=1))
     sim = simulate(Simulation(timeline, span, holds))
     events = sum(2 * len(timeline.nodes) + r.replayed for r in sim.results)
