@@ -477,7 +477,7 @@ class _Triggers:
             if k < len(old) and old[k] == at:  # a start as before: is its stretch unchanged?
                 c = bisect_left(changed, at)
                 upto = bisect_right(old, changed[c]) - 1 if c < len(changed) else len(old) - 1
-                if upto > k:  # the stretches from old[k] to old[upto] are: the same starts
+                if upto > k:  # the stretches up to old[upto] start where they did
                     new += old[k:upto]
                     at = self._after(old[upto])
                     continue
