@@ -455,7 +455,7 @@ def test_decide_is_given_a_few_nodes_per_event_on_a_day_of_long_lived_leavers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Long-lived trigger nodes leaving mid-stretch once made the replay give decide() every
-    node of the window at each departure (on this day: over 40 node views per event, growing with
+    node of the window at each departure (on this day: 34 node views per event, growing with
     the day). Now a few per event (an arrival, a departure, a run decided), in every scope,
     capped or not."""
     given: list[int] = []
