@@ -84,12 +84,13 @@ lint: $(STAMP)
 
 ## bench: docs/performance.md's tables, measured again: node-holder against kubectl, a naive
 ## client and the floor at 5,000 and 15,000 nodes, the memory cases, then what a hold start or
-## end asks of a large control plane, both mechanisms (about 13 minutes; tables to read, never
-## a test)
+## end asks of a large control plane, both mechanisms, then simulate's time on days of
+## several shapes (docs/simulate.md) (about 40 minutes; tables to read, never a test)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_runs.py --sizes 5000,15000 --skip-slow
 	$(PY) benchmarks/bench_memory.py
 	$(PY) benchmarks/bench_scale.py
+	$(PY) benchmarks/bench_simulate.py
 
 # --------------------------------------------------------------------------- the image
 # docs/install.md, "The image". As root, with no container daemon: buildah builds from the

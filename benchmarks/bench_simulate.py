@@ -1,24 +1,32 @@
-"""How long `node-holder simulate` takes, and how much memory, on days of 500 to 10,000 nodes.
+"""How `node-holder simulate` grows with the day: time per configuration against the floor
+of loading the file, on days of several shapes from 1,000 to 16,000 nodes, and the targets.
 
-    .venv/bin/python benchmarks/bench_simulate.py [--baseline /path/to/other/checkout]
+    .venv/bin/python benchmarks/bench_simulate.py [--sizes 1000,2000] [--repeat 3]
+        [--shapes leavers,trickle] [--no-targets] [--baseline /path/to/other/checkout]
 
-Each row is one whole command (`python -m reconcile simulate ...` in a fresh process, so
-interpreter start-up, reading the timeline and printing the report are included), run
-`--repeat` times: the table shows the best and the median wall time, the largest peak
-memory (the child's maximum resident set size) and, from the report's last line, the runs
-the replay decided and the runs it skipped because nothing could change. With `--baseline`,
-the same commands also run once from another checkout (e.g. `git archive` of main), each
-row right under this checkout's. Two kinds of day:
-- batch days: `scripts/generate_day.py` at a scale (the bundled day's pools,
-  bursts and jobs, N times the nodes), written as JSON;
-- kubectl days: `kubectl get nodes -o json` of a busy EKS cluster (EKS-shaped nodes from
-  tests/kubeapi/nodegen.py): three quarters days to weeks old, a quarter that came up
-  during the last day in scale-ups of 1 to 12 nodes, 10 being deleted; `--last 24h`.
-Each kind of day is replayed as it is and with the chart's default cap (`--max-hold 2h`,
-hold triggered by nodes with a `karpenter.sh/nodepool` label: `max 2h` rows), where a
-window's hold depends on where its last stretch started, not only on its youngest node.
-Targets (issue 23): a 2,000-node day with five configurations within 5 s, a 10,000-node
-day with one configuration within 60 s, on the project's 2-core machine.
+Day shapes (one day each, written as JSON timelines; only `batch` comes from
+scripts/generate_day.py, whose bursts the fast replay was first tuned on):
+- leavers: half the nodes came up hours to days ago and leave during the day, in the middle
+  of stretches; the other half come in small scale-ups every few minutes and live 1 to 8
+  hours; three NodePools, one of which holds 45m (its own hold-duration annotation);
+- trickle: one node at a time all day long (a quarter there from the start), living 30 minutes
+  to 6 hours, so a 20m hold never ends: one stretch the whole day;
+- bursts: six big scale-ups of a sixth of the nodes each, within three minutes, living 20
+  minutes to 3 hours;
+- pools: 40 NodePools, each with its own small scale-ups, every fifth holding 45m and every
+  seventh capped at 2h of its own;
+- batch: `scripts/generate_day.py` at the scale that gives about that many nodes.
+
+Each day is replayed with five configurations, in cluster, group and node scope, with and
+without a cap: 20m and `--compare 10m/max=30m,20m/group,20m/node,20m/group/max=1h`. The
+first table times them in this process, in CPU seconds (steadier than the wall clock on a
+shared machine): loading the file (the floor: reading and checking the JSON), then each
+configuration's replay, median of `--repeat`; `ratio` is the mean
+configuration's time over the floor, which stays flat where the replay grows as the file
+does. The second table times the two targets (issue 31) as whole commands (`python -m
+reconcile simulate ...` in a fresh process: start-up, loading, the report), median of
+`--repeat`: a 2,000-node day with five configurations within 5 s, a 10,000-node day with one
+configuration within 30 s, on an idle 2-core machine. Tables to read; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -27,186 +35,202 @@ import argparse
 import json
 import os
 import random
-import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from reconcile.rule.settings import NODE_HOLD, NODE_MAX_HOLD, HoldSettings  # noqa: E402
+from reconcile.simulate.replay import parse_compare, replay, replay_span  # noqa: E402
+from reconcile.simulate.timeline import Timeline, load_timeline  # noqa: E402
 from scripts import generate_day  # noqa: E402
-from tests.kubeapi.nodegen import ip_name, make_eks_node  # noqa: E402
 
-KUBECTL_AT = datetime(2024, 5, 15, tzinfo=UTC)  # when `kubectl get nodes -o json` ran
+DAY = generate_day.DAY
 POOL = "karpenter.sh/nodepool"
-COMPARE = ["--compare", "10m,40m,20m/group,20m/node"]
-CAPPED = ["--max-hold", "2h", "--trigger-selector", POOL]  # the chart's default
-SCALES = {500: 5, 2000: 17, 10000: 99}  # generate_day scales that give about that many nodes
+COMPARE = "10m/max=30m,20m/group,20m/node,20m/group/max=1h"
+SIZES = (1000, 2000, 4000, 8000, 16000)
+TARGETS = ((2000, ["--compare", COMPARE], 5.0), (10000, [], 30.0))  # nodes, options, seconds
+Node = tuple[datetime, datetime | None, str, dict[str, str]]  # created, deleted, pool, own
 
 
-def cluster_nodes(count: int, seed: int = 13) -> dict:
-    """`kubectl get nodes -o json` of a busy EKS cluster: what is left of its last 24 h.
-
-    A quarter of the nodes came up during the last day in scale-ups of 1 to 12 nodes
-    (busier in working hours), the rest are days to weeks old; a few are being deleted.
-    """
-    rng = random.Random(seed)
-    recent = count // 4
-    created: list[tuple[datetime, str]] = []
-    while len(created) < recent:
-        hour = rng.choice([*range(24), *range(7, 19), *range(8, 18)])
-        start = KUBECTL_AT - timedelta(days=1) + timedelta(hours=hour, minutes=rng.uniform(0, 60))
-        pool = rng.choice(["batch", "batch", "default", "gpu"])
-        for _ in range(min(rng.randint(1, 12), recent - len(created))):
-            created.append((start + timedelta(seconds=rng.uniform(0, 180)), pool))
-    for _ in range(count - recent):
-        age = timedelta(days=rng.uniform(1.5, 60))
-        created.append((KUBECTL_AT - age, rng.choice(["default", "default", "system"])))
-    items = []
-    for seq, (moment, pool) in enumerate(sorted(created)):
-        when = min(moment, KUBECTL_AT - timedelta(seconds=30)).replace(microsecond=0)
-        node = make_eks_node(ip_name(seq), when, labels={POOL: pool}, rng=random.Random(seq))
-        items.append(node)
-    for node in rng.sample(items, 10):  # drained by Karpenter right now
-        node["metadata"]["deletionTimestamp"] = (KUBECTL_AT - timedelta(minutes=2)).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        )
-    return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {}}
+def leavers(count: int, rng: random.Random) -> list[Node]:
+    own = {"c": {NODE_HOLD: "45m"}}
+    nodes = []
+    for i in range(count):
+        pool = rng.choice("abc")
+        if i % 2:  # long-lived: leaves in the middle of whatever stretch is going on
+            created = DAY - timedelta(minutes=rng.uniform(60, 7200))
+            nodes.append((created, DAY + timedelta(minutes=rng.uniform(0, 1440)), pool, {}))
+        else:
+            created = DAY + timedelta(
+                minutes=rng.randrange(0, 1400, 7), seconds=rng.uniform(0, 120)
+            )
+            nodes.append((created, created + timedelta(hours=rng.uniform(1, 8)), pool, {}))
+    return [(c, d, p, own.get(p, {})) for c, d, p, _ in nodes]
 
 
-def batch_day(scale: int) -> dict:
+def trickle(count: int, rng: random.Random) -> list[Node]:
+    nodes = []
+    for i in range(count):
+        start = DAY - timedelta(hours=6) if i % 4 == 0 else DAY
+        created = start + timedelta(minutes=rng.uniform(0, 1440 if i % 4 else 360))
+        life = timedelta(minutes=rng.uniform(30, 360))
+        nodes.append((created, created + life, rng.choice("ab"), {}))
+    return nodes
+
+
+def bursts(count: int, rng: random.Random) -> list[Node]:
+    nodes = []
+    for i in range(count):
+        created = DAY + timedelta(hours=2 + 3.5 * (i % 6), seconds=rng.uniform(0, 180))
+        nodes.append((created, created + timedelta(minutes=rng.uniform(20, 180)), "ab"[i % 2], {}))
+    return nodes
+
+
+def pools(count: int, rng: random.Random) -> list[Node]:
+    nodes: list[Node] = []
+    while len(nodes) < count:
+        pool = rng.randrange(40)
+        own = {NODE_HOLD: "45m"} if pool % 5 == 0 else {}
+        own |= {NODE_MAX_HOLD: "2h"} if pool % 7 == 0 else {}
+        start = DAY + timedelta(minutes=rng.uniform(0, 1400))
+        for _ in range(min(rng.randint(1, 8), count - len(nodes))):
+            created = start + timedelta(seconds=rng.uniform(0, 150))
+            life = timedelta(minutes=rng.uniform(10, 240))
+            nodes.append((created, created + life, f"pool-{pool:02}", own))
+    return nodes
+
+
+def batch(count: int, rng: random.Random) -> list[Node]:
+    scale = max(1, round(count / 101))  # generate_day's scale 1 has about 101 nodes
+    return [(n["created"], n["deleted"], n["labels"][POOL], {}) for n in generate_day.nodes(scale)]  # type: ignore[index, misc]
+
+
+SHAPES: dict[str, Callable[[int, random.Random], list[Node]]] = {
+    "leavers": leavers,
+    "trickle": trickle,
+    "bursts": bursts,
+    "pools": pools,
+    "batch": batch,
+}
+
+
+def day(shape: str, count: int) -> dict:
+    """A timeline of one day of this shape, as `node-holder simulate` reads it."""
     stamp = "%Y-%m-%dT%H:%M:%SZ"
+    made = sorted(SHAPES[shape](count, random.Random(31)), key=lambda n: n[0])
     nodes = [
         {
-            **n,
-            "created": n["created"].strftime(stamp),
-            "deleted": n["deleted"] and n["deleted"].strftime(stamp),
-        }  # type: ignore[union-attr]
-        for n in generate_day.nodes(scale)
+            "name": f"{shape}-{i}",
+            "created": created.strftime(stamp),
+            "deleted": deleted and deleted.strftime(stamp),
+            "labels": {POOL: pool},
+            **({"annotations": own} if own else {}),
+        }
+        for i, (created, deleted, pool, own) in enumerate(made)
     ]
-    day = generate_day.DAY
-    return {
-        "start": day.strftime(stamp),
-        "end": (day + timedelta(days=1)).strftime(stamp),
-        "nodes": nodes,
-    }
+    end = DAY + timedelta(days=1)
+    return {"start": DAY.strftime(stamp), "end": end.strftime(stamp), "nodes": nodes}
 
 
-def cases(workdir: Path) -> list[tuple[str, list[str]]]:
-    """(what, simulate arguments) for each row; write_inputs() writes the files they read."""
-    day = str(ROOT / "reconcile/examples/batch-day.yaml")
-    rows = [("bundled day, 5 configurations", [day, *COMPARE])]
-    for cap in ([], CAPPED):
-        suffix = ", max 2h" if cap else ""
-        for size in SCALES:
-            for compare in (COMPARE, []) if size == 10000 else (COMPARE,):
-                what = f"batch day ~{size:,}, {'5 configurations' if compare else 'primary'}"
-                rows.append((what + suffix, [str(workdir / f"batch-{size}.json"), *compare, *cap]))
-        for size in SCALES:
-            compare = [] if size == 10000 else COMPARE
-            what = f"kubectl day {size:,}, {'5 configurations' if compare else 'primary'}"
-            path = str(workdir / f"kubectl-{size}.json")
-            rows.append((what + suffix, [path, "--last", "24h", *compare, *cap]))
-    return rows
+def cpu(work: Callable[[], object], repeat: int) -> tuple[float, object]:
+    """The median CPU seconds of `work` (this process's: steadier than the wall clock on a
+    shared machine), and what it gave."""
+    seconds = []
+    for _ in range(repeat):
+        began = time.process_time()
+        done = work()
+        seconds.append(time.process_time() - began)
+    return statistics.median(seconds), done
 
 
-def write_inputs(workdir: Path, only: str) -> None:
-    """The days the chosen rows read, as files (written in a child process: the parent
-    stays small, so the peak memory a child reports, which counts what it was forked from,
-    is its own)."""
-    wanted = {args[0] for what, args in cases(workdir) if only in what}
-    for size, scale in SCALES.items():
-        if str(workdir / f"batch-{size}.json") in wanted:
-            (workdir / f"batch-{size}.json").write_text(json.dumps(batch_day(scale)))
-        if str(workdir / f"kubectl-{size}.json") in wanted:
-            (workdir / f"kubectl-{size}.json").write_text(json.dumps(cluster_nodes(size)))
+def scaling(path: Path, repeat: int) -> tuple[int, float, list[float]]:
+    """(nodes, seconds to load the file, seconds each configuration's replay takes)."""
+    load, timeline = cpu(lambda: load_timeline([str(path)]), repeat)
+    assert isinstance(timeline, Timeline)
+    base = HoldSettings(hold_duration=timedelta(minutes=20))
+    holds = [base, *parse_compare(COMPARE, base)]
+    span = replay_span(timeline, holds, timedelta(minutes=1))
+    replays = [cpu(lambda h=h: replay(timeline, span, h), repeat)[0] for h in holds]
+    return len(timeline.nodes), load, replays
 
 
-def timed(checkout: Path, args: list[str], timeout: float) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MB, first and last line of its report) for one command."""
+def whole(checkout: Path, args: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one `python -m reconcile simulate ...`, start to exit."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "reconcile", "simulate", *args],
-            cwd=checkout,
-            stdout=out,
-            stderr=err,
-            env={**os.environ, "PYTHONPATH": str(checkout)},
-        )
-        while (waited := os.wait4(proc.pid, os.WNOHANG))[0] == 0:
-            if time.perf_counter() - began > timeout:
-                proc.kill()
-                return timeout, float("nan"), f"exit: timed out after {timeout:.0f}s"
-            time.sleep(0.02)
-        wall = time.perf_counter() - began
-        proc.returncode = os.waitstatus_to_exitcode(waited[1])
-        rss = waited[2].ru_maxrss / 1024
-        out.seek(0)
-        err.seek(0)
-        if proc.returncode != 0:
-            return wall, rss, f"exit {proc.returncode}: {err.read().strip().splitlines()[-1:]}"
-        lines = out.read().strip().splitlines()
-        return wall, rss, f"{lines[0]}\n{lines[-1]}"
-
-
-def figures(report: str) -> tuple[str, str, str]:
-    """(nodes, runs decided, runs skipped) from the report's first and last lines."""
-    nodes = re.search(r"\(([\d,]+) nodes\)", report)
-    found = re.search(r"\(([\d,]+) runs decided, ([\d,]+) skipped", report)
-    decided, skipped = found.groups() if found else ("-", "-")
-    return (f"{int(nodes.group(1)):,}" if nodes else "-"), decided, skipped
+    done = subprocess.run(
+        [sys.executable, "-m", "reconcile", "simulate", *args],
+        check=False,
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"simulate {' '.join(args)}: exit {done.returncode}: {done.stderr[-300:]}")
+    wall, after = time.perf_counter() - began, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3, help="runs per row (default 3)")
-    parser.add_argument("--baseline", type=Path, help="another checkout to time once per row")
-    parser.add_argument("--baseline-timeout", type=float, default=900, help="seconds per command")
-    parser.add_argument("--only", default="", help="run only rows whose description has this")
-    parser.add_argument("--write-inputs", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="nodes per day")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="day shapes")
+    parser.add_argument("--repeat", type=int, default=3, help="times per figure (median)")
+    parser.add_argument("--no-targets", action="store_true", help="skip the whole commands")
+    parser.add_argument("--baseline", type=Path, help="another checkout: the targets' commands too")
     args = parser.parse_args()
-    if args.write_inputs:
-        write_inputs(args.write_inputs, args.only)
-        return 0
-    checkouts = [ROOT, *([args.baseline.resolve()] if args.baseline else [])]
+    sizes = [int(s) for s in args.sizes.split(",")]
+    shapes = args.shapes.split(",")
+    labels = ["20m", *COMPARE.split(",")]  # the primary configuration, then the columns
     print(
         f"node-holder simulate: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; wall = whole command, best (median) of "
-        f"{args.repeat}; memory = peak RSS; runs = decided / skipped, all configurations"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average {os.getloadavg()[0]:.1f}; "
+        f"CPU seconds in this process, median of {args.repeat}; ratio: per config / load"
     )
+    head = f"{'shape':<8} {'nodes':>6} {'load':>6}  " + " ".join(f"{c:>16}" for c in labels)
+    head += f"  {'per config':>10} {'ratio':>6}"
+    print(head)
+    print("-" * len(head))
     with tempfile.TemporaryDirectory(prefix="bench-simulate-") as tmp:
-        subprocess.run(
-            [sys.executable, __file__, "--write-inputs", tmp, "--only", args.only], check=True
-        )
-        rows = [c for c in cases(Path(tmp)) if args.only in c[0]]
-        head = (
-            f"{'replay':<44} {'nodes':>6}  {'checkout':<9} {'wall s':>15} {'memory':>8} "
-            f"{'runs decided':>13} {'skipped':>8}"
-        )
-        print(head)
-        print("-" * len(head))
-        for what, sim_args in rows:
-            for checkout in checkouts:
-                repeat = args.repeat if checkout == ROOT else 1
-                timeout = 600 if checkout == ROOT else args.baseline_timeout
-                results = [timed(checkout, sim_args, timeout) for _ in range(repeat)]
-                walls = sorted(r[0] for r in results)
-                wall = f"{walls[0]:.2f} ({statistics.median(walls):.2f})"
-                memory = f"{max(r[1] for r in results):.0f} MB"
-                nodes, decided, skipped = figures(results[0][2])
-                label = "this" if checkout == ROOT else "baseline"
-                print(
-                    f"{what:<44} {nodes:>6}  {label:<9} {wall:>15} {memory:>8} "
-                    f"{decided:>13} {skipped:>8}",
-                    flush=True,
-                )
-                if results[0][2].startswith("exit"):
-                    print(f"  {results[0][2]}")
+        for shape in shapes:
+            for size in sizes:
+                path = Path(tmp, f"{shape}-{size}.json")
+                path.write_text(json.dumps(day(shape, size)))
+                nodes, load, replays = scaling(path, args.repeat)
+                mean = statistics.mean(replays)
+                cells = " ".join(f"{s:>16.2f}" for s in replays)
+                ratio = mean / load
+                print(f"{shape:<8} {nodes:>6,} {load:>6.2f}  {cells}  {mean:>10.2f} {ratio:>6.1f}")
+        if args.no_targets:
+            return 0
+        print(f"\nTargets (issue 31): whole commands, median of {args.repeat}")
+        checkouts = {
+            "this": ROOT,
+            **({"baseline": args.baseline.resolve()} if args.baseline else {}),
+        }
+        for size, options, goal in TARGETS:
+            configurations = 5 if options else 1
+            for shape in shapes:
+                path = Path(tmp, f"{shape}-{size}.json")
+                if not path.exists():
+                    path.write_text(json.dumps(day(shape, size)))
+                for label, checkout in checkouts.items():
+                    runs = [whole(checkout, [str(path), *options]) for _ in range(args.repeat)]
+                    wall, used = (statistics.median(r[k] for r in runs) for k in (0, 1))
+                    print(
+                        f"  {shape:<8} {size:>6,} nodes x {configurations} configuration(s) "
+                        f"{label:<8} wall {wall:>6.2f} s, CPU {used:>6.2f} s (goal {goal:.0f} s)"
+                    )
     return 0
 
 

@@ -35,7 +35,7 @@ def write_png(sim: Simulation, path: str) -> None:
 
     title = (
         f"node-holder simulate: {', '.join(sim.timeline.sources)} "
-        f"(a run every {format_duration(sim.window.interval)}; UTC)"
+        f"(a run every {format_duration(sim.span.interval)}; UTC)"
     )
     fig = _sweep(plt, sim) if sim.sweep else _strips(plt, sim)
     fig.axes[0].set_title(title)
@@ -47,7 +47,7 @@ def write_png(sim: Simulation, path: str) -> None:
 def _strips(plt: Any, sim: Simulation) -> Any:
     import matplotlib.dates as mdates  # noqa: PLC0415
 
-    times = [sim.window.tick(i) for i in range(sim.window.runs)]
+    times = [sim.span.tick(i) for i in range(sim.span.runs)]
     present = sim.primary.present_nodes
     rows = len(sim.results)
     fig, axes = plt.subplots(rows, 1, figsize=(12, 1.2 + 1.3 * rows), sharex=True, squeeze=False)

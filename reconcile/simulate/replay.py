@@ -15,6 +15,7 @@ import heapq
 import math
 import re
 import time
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -32,6 +33,7 @@ MAX_COLUMNS = 8
 MAX_SWEEP = 12
 ANCIENT = timedelta(days=30)  # creation time given to nodes whose creation is unknown
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # before any node
+MICROSECOND = timedelta(microseconds=1)
 COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h,20m/pool:batch=45m"
 SWEEP = "5m,10m,15m,20m,30m,45m,1h,2h"  # `--sweep` without durations
 PAGE_SIZE = settings.RunSettings().page_size  # a run lists its nodes in the CronJob's pages
@@ -137,7 +139,7 @@ def _pool(text: str, hold: HoldSettings, where: str) -> tuple[str, str, str]:
 
 
 @dataclass(frozen=True)
-class Window:
+class Span:
     """When the replay runs: start, start + interval, ... before end."""
 
     start: datetime
@@ -156,14 +158,14 @@ class Window:
         return math.ceil((moment - self.start) / self.interval)
 
 
-def replay_window(
+def replay_span(
     timeline: Timeline,
     holds: list[HoldSettings],
     interval: timedelta,
     start: datetime | None = None,
     end: datetime | None = None,
     last: timedelta | None = None,
-) -> Window:
+) -> Span:
     """Default: from the first thing that happens until the last hold could have ended;
     runs land on multiples of the interval (like a `*/N` CronJob schedule)."""
     moments = [t for n in timeline.nodes for t in (n.created, n.deleted) if t is not None]
@@ -180,19 +182,19 @@ def replay_window(
     if end is None or start is None:
         raise ConfigError("the timeline has no times at all; give --start and --end")
     start = end - last if last is not None else start
-    window = Window(datetime.fromtimestamp(start.timestamp() // step * step, UTC), end, interval)
-    if end <= window.start:
+    span = Span(datetime.fromtimestamp(start.timestamp() // step * step, UTC), end, interval)
+    if end <= span.start:
         raise ConfigError(
-            f"the replay would end ({iso(end)}) before it starts ({iso(window.start)}); "
+            f"the replay would end ({iso(end)}) before it starts ({iso(span.start)}); "
             "fix --start/--end or the timeline's start:/end:"
         )
-    if window.runs > MAX_RUNS:
+    if span.runs > MAX_RUNS:
         raise ConfigError(
-            f"the timeline spans {format_duration(end - window.start)}: {window.runs:,} runs "
+            f"the timeline spans {format_duration(end - span.start)}: {span.runs:,} runs "
             f"at --interval {format_duration(interval)} (at most {MAX_RUNS:,}); replay part "
             "of it with --last 24h or --start/--end, or a longer --interval"
         )
-    return window
+    return span
 
 
 class Schedule(NamedTuple):
@@ -203,22 +205,22 @@ class Schedule(NamedTuple):
     unseen: tuple[str, ...]
 
 
-def schedule(timeline: Timeline, window: Window) -> Schedule:
+def schedule(timeline: Timeline, span: Span) -> Schedule:
     """A node arrives at the first run at or after its creation and leaves at the first
     run at or after its deletion; one that lives between two runs is never seen."""
     arrivals: dict[int, list[TimelineNode]] = defaultdict(list)
     departures: dict[int, list[TimelineNode]] = defaultdict(list)
     unseen = []
     for node in timeline.nodes:
-        first = window.index(max(node.created or window.start, window.start))
-        if (node.deleted and node.deleted <= window.start) or first >= window.runs:
+        first = span.index(max(node.created or span.start, span.start))
+        if (node.deleted and node.deleted <= span.start) or first >= span.runs:
             continue  # gone before the replay starts, or born after it
-        leave = window.index(node.deleted) if node.deleted else window.runs
+        leave = span.index(node.deleted) if node.deleted else span.runs
         if leave <= first:
             unseen.append(node.name)
             continue
         arrivals[first].append(node)
-        if leave < window.runs:
+        if leave < span.runs:
             departures[leave].append(node)
     return Schedule(arrivals, departures, tuple(unseen))
 
@@ -280,7 +282,7 @@ class Simulation:
     """What to replay (the timeline, when, the configurations) and, once replayed, how."""
 
     timeline: Timeline
-    window: Window
+    span: Span
     holds: list[HoldSettings]
     sweep: bool = False  # the configurations are a --sweep over hold durations
     results: tuple[Result, ...] = ()
@@ -315,16 +317,10 @@ class _Class:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     members: dict[str, datetime] = field(default_factory=dict)  # name -> creation time
-    top: tuple[datetime, str] | None = None  # the youngest member; None: to be found again
 
     @property
     def key(self) -> tuple:
         return self.alone, frozenset(self.labels.items()), frozenset(self.annotations.items())
-
-    def youngest(self) -> str:
-        if self.top is None:
-            self.top = max((created, name) for name, created in self.members.items())
-        return self.top[1]
 
     def view(self, name: str, light: bool = False) -> rules.NodeView:
         """`light`: without the stamps (`STAMPS`), for asking decide() about creation times
@@ -332,20 +328,179 @@ class _Class:
         annotations = self.annotations
         if light and not STAMPS.isdisjoint(annotations):
             annotations = {k: v for k, v in annotations.items() if k not in STAMPS}
-        created = self.members[name]
+        return self._view(name, self.members[name], annotations)
+
+    def stand_in(self) -> rules.NodeView:
+        """A member dated 1970: its settings, cap and stamps count, its own hold is long over."""
+        return self._view(next(iter(self.members)), EPOCH, self.annotations)
+
+    def _view(self, name: str, created: datetime, annotations: Mapping[str, str]) -> rules.NodeView:
         return rules.NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
 
 
+def _us(moment: datetime) -> int:
+    """A moment as whole microseconds since 1970: exact and cheap to compare."""
+    return (moment - EPOCH) // MICROSECOND
+
+
+#: A trigger node as the stretches see it: (creation, name, end of its own hold, its own cap),
+#: the times in microseconds (`_us`).
+Trigger = tuple[int, str, int, int]
+NO_CAP = 2**62  # a trigger node without a cap
+EMPTY = -(2**62)  # an empty slot's end and duration: less than any
+
+
+class _Triggers:
+    """A window's trigger nodes in creation order, one slot each (a node that leaves empties
+    its slot), under trees of the largest own-hold end and own duration over any slots, and
+    the slots at which its stretches started when they were last walked.
+
+    The stretches are those of decide() (`_last_stretch`): from the oldest node on, each from
+    its first node while nodes start before the largest end so far and the cap, then past the
+    free period after a capped one. Here a stretch is walked a hold at a time (a search of the
+    creation times and one of a tree per step), not node by node, and after a change only
+    from the stretch that holds it to a start the last walk found after it: from there on the
+    stretches are the same. An arrival or a departure costs O(log n) and the steps of the
+    stretches it touches (docs/simulate.md, "How the replay works")."""
+
+    def __init__(self, nodes: Sequence[Trigger]) -> None:
+        self.size = 16
+        while self.size < 2 * len(nodes):
+            self.size *= 2
+        self.created: list[int] = []  # by slot, empty ones too: ascending
+        self.names: list[str] = []
+        self.own_caps: list[int] = []
+        self.ends = [EMPTY] * (2 * self.size)  # trees of maxima: the leaves at size + slot
+        self.durations = [EMPTY] * (2 * self.size)
+        self.alive: list[int] = []  # the slots of nodes present, ascending
+        self.slots: dict[str, int] = {}
+        self.caps: Counter[int] = Counter()  # own cap -> nodes present
+        self.cap = -1  # the window's cap (the smallest) the starts were walked with
+        self.starts: list[int] = []
+        self.changed: list[int] = []  # slots that changed since the last walk
+        self.extend(nodes)
+
+    def extend(self, nodes: Sequence[Trigger]) -> bool:
+        """Nodes younger than all others join (in order); False: they do not fit, build anew."""
+        if nodes and (
+            len(self.names) + len(nodes) > self.size
+            or (self.names and nodes[0][:2] <= (self.created[-1], self.names[-1]))
+        ):
+            return False
+        for created, name, end, cap in nodes:
+            slot = len(self.names)
+            self.created.append(created)
+            self.names.append(name)
+            self.own_caps.append(cap)
+            self.alive.append(slot)
+            self.slots[name] = slot
+            self.caps[cap] += 1
+            self._set(slot, end, end - created)
+        return True
+
+    def remove(self, name: str) -> None:
+        slot = self.slots.pop(name, None)
+        if slot is not None:  # else not a trigger node
+            self.caps -= Counter([self.own_caps[slot]])
+            del self.alive[bisect_left(self.alive, slot)]
+            self._set(slot, EMPTY, EMPTY)
+
+    def _set(self, slot: int, end: int, duration: int) -> None:
+        self.changed.append(slot)
+        ends, durations = self.ends, self.durations
+        i = slot + self.size
+        ends[i], durations[i] = end, duration
+        while i > 1:
+            i >>= 1
+            ends[i] = max(ends[2 * i], ends[2 * i + 1])
+            durations[i] = max(durations[2 * i], durations[2 * i + 1])
+
+    def _largest(self, tree: list[int], lo: int, hi: int) -> tuple[int, int]:
+        """(the largest value of the slots lo..hi-1, its first slot); (EMPTY, -1): none."""
+        left, right = [], []
+        lo, hi = lo + self.size, hi + self.size
+        while lo < hi:
+            if lo & 1:
+                left.append(lo)
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                right.append(hi)
+            lo, hi = lo >> 1, hi >> 1
+        best, node = EMPTY, 0
+        for i in left + right[::-1]:
+            if tree[i] > best:
+                best, node = tree[i], i
+        if not node:
+            return EMPTY, -1
+        while node < self.size:
+            node = 2 * node if tree[2 * node] == best else 2 * node + 1
+        return best, node - self.size
+
+    def _after(self, slot: int) -> int | None:
+        """The first slot at or after `slot` whose node is present."""
+        k = bisect_left(self.alive, slot)
+        return self.alive[k] if k < len(self.alive) else None
+
+    def _stretch(self, first: int) -> tuple[int, list[int]]:
+        """The stretch that starts at `first`: (the slot after it and its free period, the
+        slots decide() needs to find it: its first, each that carried it further, its longest
+        own hold)."""
+        cap_end = self.created[first] + self.cap
+        until, carriers = self.ends[first + self.size], [first]
+        while True:
+            stop = bisect_left(self.created, min(until, cap_end), first + 1)
+            reach, slot = self._largest(self.ends, first, stop)
+            if reach <= until:
+                break
+            until = reach
+            carriers.append(slot)
+        free, longest = self._largest(self.durations, first, stop)
+        if until > cap_end:  # capped: nodes created in the free period after it start nothing
+            stop = bisect_left(self.created, cap_end + free, stop)
+        return stop, [*carriers, longest]
+
+    def walk(self) -> list[int]:
+        """The slots of the nodes decide() needs for the window's last stretch: that stretch's
+        (above), the youngest node, the node whose own hold ends last and, where that one lies
+        in the free period after an earlier capped stretch, that stretch's."""
+        if not self.alive:
+            return []
+        cap = min(self.caps)
+        if cap != self.cap:  # a new cap moves every stretch: walk them all
+            self.cap, self.starts = cap, []
+        old, changed, new = self.starts, sorted(self.changed), []
+        at: int | None = self.alive[0]
+        picks: list[int] = []
+        while at is not None:
+            k = bisect_left(old, at)
+            if k < len(old) and old[k] == at:  # a start as before: is its stretch unchanged?
+                c = bisect_left(changed, at)
+                upto = bisect_right(old, changed[c]) - 1 if c < len(changed) else len(old) - 1
+                if upto > k:  # the stretches up to old[upto] start where they did
+                    new += old[k:upto]
+                    at = self._after(old[upto])
+                    continue
+            new.append(at)
+            stop, picks = self._stretch(at)
+            at = self._after(stop)
+        self.starts, self.changed = new, []
+        last = new[-1]
+        if not picks or picks[0] != last:
+            picks = self._stretch(last)[1]
+        reach = self._largest(self.ends, 0, len(self.names))[1]
+        if reach < last:
+            picks += self._stretch(new[bisect_right(new, reach) - 1])[1]
+        return [*picks, reach, self.alive[-1]]
+
+
 @dataclass
-class _Win:
-    """One hold window: its nodes, by class, and its last decision."""
+class _WindowState:
+    """One hold window as the replay keeps it: its nodes, by class, its trigger nodes in
+    creation order, and its last decision."""
 
     classes: dict[tuple, _Class] = field(default_factory=dict)
-    #: The nodes its hold depends on (`_Replay._chain`), from the start of its last stretch;
-    #: right while none of them, and no older trigger node, has left. None: to be found
-    #: among its nodes created from `floor` on (a stretch starts there), or among all.
-    chain: list[str] | None = None
-    floor: datetime | None = None
+    triggers: _Triggers | None = None  # None: to be built from all its nodes
     pending: set[str] = field(default_factory=set)  # arrived since it was last decided
     last: rules.HoldWindow | None = None
     entry: dict | None = None  # --mechanism budget: the entry its NodePools would carry
@@ -354,23 +509,17 @@ class _Win:
         return [name for cls in self.classes.values() for name in cls.members]
 
 
-def _shape(window: rules.HoldWindow) -> rules.HoldWindow:
-    """A window's hold, whatever nodes of a class gave it: not how many nodes, which node's
-    annotation set its hold and cap, nor `bound` (the views hold a node of each class)."""
-    return replace(window, triggers=0, nodes=0, bound=timedelta(0), sources=(None, None))
-
-
 class _Replay:
     """One configuration's nodes in memory, and its figures as the runs go by; `due`: the
     runs at which a window must be decided again, the runs in between are counted only."""
 
-    def __init__(self, hold: HoldSettings, window: Window, options: ReplayOptions) -> None:
-        self.hold, self.window, self.options = hold, window, options
+    def __init__(self, hold: HoldSettings, span: Span, options: ReplayOptions) -> None:
+        self.hold, self.span, self.options = hold, span, options
         self.result = Result(hold)
-        self.wins: dict[str, _Win] = {}
+        self.wins: dict[str, _WindowState] = {}
         self.where: dict[str, _Class] = {}  # node -> its class: every node present
         self.group: dict[str, str | None] = {}  # node -> its --group-label value
-        self.ends: dict[str, datetime | None] = {}  # node -> end of a hold it alone would start
+        self.as_trigger: dict[str, Trigger | None] = {}  # node -> as a trigger node; None: not one
         self.open: dict[str, Period] = {}
         self.due: dict[int, set[str]] = defaultdict(set)  # run -> windows to decide then
         self.queue: list[int] = []  # the runs in `due`, earliest first
@@ -384,11 +533,11 @@ class _Replay:
     def run(self, plan: Schedule) -> Result:
         for i in {0, *plan.arrivals, *plan.departures}:
             self._due(i)
-        done, runs = 0, self.window.runs
+        done, runs = 0, self.span.runs
         while self.queue and (i := heapq.heappop(self.queue)) < runs:
             if i > done:
                 self._record(i - done)  # runs where nothing could change: skipped
-            tick = self.window.tick(i)
+            tick = self.span.tick(i)
             names = self.due.pop(i)
             names.update(self._leave(node, tick) for node in plan.departures.get(i, ()))
             names.update(self._arrive(node) for node in plan.arrivals.get(i, ()))
@@ -426,21 +575,21 @@ class _Replay:
         if self.options.observe:
             views = [self.where[n].view(n) for win in self.wins.values() for n in win.nodes()]
             for i in range(result.runs - runs, result.runs):
-                self.options.observe(self.window.tick(i), views)
+                self.options.observe(self.span.tick(i), views)
         if self.options.progress:
-            self.options.progress(result.label, result.runs, self.window.runs)
+            self.options.progress(result.label, result.runs, self.span.runs)
 
     # --- the nodes -------------------------------------------------------------------------
 
     def _arrive(self, node: TimelineNode) -> str:
-        created = (node.created or self.window.start - ANCIENT).replace(microsecond=0)
+        created = (node.created or self.span.start - ANCIENT).replace(microsecond=0)
         labels = {k: node.labels[k] for k in self.hold.label_keys if k in node.labels}
         name = rules.window_name(rules.NodeView(node.name, created, labels=labels), self.hold)
-        win = self.wins.setdefault(name, _Win())
+        win = self.wins.setdefault(name, _WindowState())
         alone = node.name if self.options.exact else None
         pool = node.labels.get(self.hold.group_label)  # what --compare says its NodePool says:
         own = {k: v for p, k, v in _pools(self.hold) if p == pool}
-        cls = _Class(alone, labels, {**node.annotations, **own}, top=(created, node.name))
+        cls = _Class(alone, labels, {**node.annotations, **own})
         self._join(win, cls, {node.name: created})
         win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
@@ -448,12 +597,10 @@ class _Replay:
         self.carrying += self.carries(node.annotations)
         return name
 
-    def _join(self, win: _Win, cls: _Class, members: dict[str, datetime]) -> None:
+    def _join(self, win: _WindowState, cls: _Class, members: dict[str, datetime]) -> None:
         """`members` join the class of `win` that looks like `cls` (or `cls` itself)."""
         joined = win.classes.setdefault(cls.key, cls)
-        fresh, top = not joined.members, cls.top
         joined.members.update(members)
-        joined.top = top if fresh else (top and joined.top and max(joined.top, top))
         for node in members:
             self.where[node] = joined
 
@@ -461,11 +608,9 @@ class _Replay:
         cls = self.where.pop(node.name)
         name = rules.window_name(cls.view(node.name), self.hold)
         win = self.wins[name]
-        created = cls.members.pop(node.name)
-        if self.ends.get(node.name):  # a trigger node left: its window's hold may move
-            self._forget(win, node.name, created)
-        if cls.top and cls.top[1] == node.name:
-            cls.top = None
+        del cls.members[node.name]
+        if win.triggers:
+            win.triggers.remove(node.name)
         if not cls.members:
             del win.classes[cls.key]
         if self.carries(cls.annotations):
@@ -476,25 +621,13 @@ class _Replay:
                 self.kept.append((node.deleted, last.hold_until, self.group[node.name]))  # type: ignore[arg-type]
         self.nodepools -= Counter([node.labels.get(POOL_LABEL)])
         win.pending.discard(node.name)
-        self.ends.pop(node.name, None)
+        self.as_trigger.pop(node.name, None)
         del self.group[node.name]
         if not win.classes:
             del self.wins[name]
             if name in self.open:
                 self._close(name, tick)
         return name
-
-    def _forget(self, win: _Win, name: str, created: datetime) -> None:
-        """A trigger node left: the chain is found again among all nodes if it was older than
-        the last stretch's start (it can move every stretch), else from that start on."""
-        if win.chain:
-            start = created if name == win.chain[0] else self._born(win.chain[0])
-            if created < start:
-                win.chain, win.floor = None, None
-            elif name in win.chain:
-                win.chain, win.floor = None, start
-        elif win.chain is None and win.floor is not None and created < win.floor:
-            win.floor = None
 
     # --- deciding ------------------------------------------------------------------------
 
@@ -526,88 +659,47 @@ class _Replay:
             self.result.budget_writes += self._nodepools(name)
         for moment in (getattr(window, t) for t in _TIMES):
             if isinstance(moment, datetime) and moment > tick:
-                self._due(self.window.index(moment), name)
+                self._due(self.span.index(moment), name)
         if patches:
             self._due(i + 1, name)  # its nodes changed: decided again at the next run
         return plan, writes
 
-    def _views(self, win: _Win, now: datetime) -> list[rules.NodeView]:
-        """What decide() is given for a window: in the exact replay, every node; else one
-        of each class and the chain, checked to give the window that the nodes it was found
-        among give (where not: all nodes): docs/simulate.md, "How the replay works"."""
+    def _views(self, win: _WindowState, now: datetime) -> list[rules.NodeView]:
+        """What decide() is given for a window: in the exact replay (and for a few nodes),
+        every node; else the nodes its last stretch depends on (`_Triggers.walk`) and one node
+        of each other class, dated 1970 (docs/simulate.md, "How the replay works")."""
         if self.options.exact or sum(len(c.members) for c in win.classes.values()) <= FEW:
-            win.chain = win.floor = None  # (a chain would hardly be shorter) it sees them all
-            return self._pick(win, win.nodes())
-        if win.chain is None:
-            floor = win.floor
-            base = [n for n in win.nodes() if floor is None or self._born(n) >= floor]
-        else:
-            base = [*win.chain, *win.pending]
+            win.triggers = None  # built anew when it grows
+            return [self.where[n].view(n) for n in win.nodes()]
+        names = win.nodes() if win.triggers is None else list(win.pending)
         win.pending = set()
-        self._probe([n for n in base if n not in self.ends], now)
-        triggers = sorted((n for n in base if self.ends[n]), key=lambda n: (self._born(n), n))
-        win.chain = []
-        if not triggers:  # no node starts a hold: which of them decide() sees changes nothing
-            return self._pick(win, [])
-        whole = self._light(triggers, now, win)
-        win.chain = self._chain(triggers, whole)
-        views = self._pick(win, win.chain)
-        if _shape(self._light([v.name for v in views], now)) != _shape(whole):
-            views = self._pick(win, win.nodes())
-        return views
-
-    def _pick(self, win: _Win, names: Sequence[str]) -> list[rules.NodeView]:
-        """The views of `names`, and of one node of each class not among them: its youngest
-        if that came after the first of `names` (the start of the last stretch: then it
-        cannot move that stretch), else its first (an early node is the least likely to)."""
-        chosen = {self.where[n] for n in names}
-        start = self._born(names[0]) if names else None
-        views = [self.where[n].view(n) for n in dict.fromkeys(names)]
-        for cls in (c for c in win.classes.values() if c not in chosen):
-            name = cls.youngest()
-            early = start is not None and cls.members[name] < start
-            views.append(cls.view(next(iter(cls.members)) if early else name))
-        return views
-
-    def _born(self, name: str) -> datetime:
-        return self.where[name].members[name]
-
-    def _light(
-        self, names: Sequence[str], now: datetime, win: _Win | None = None
-    ) -> rules.HoldWindow:
-        """decide's window of these nodes, from their creation times; with `win`, and a node
-        of each of its classes dated 1970: their caps count, their holds are long over."""
-        views = [self.where[n].view(n, light=True) for n in names]
-        for cls in win.classes.values() if win else ():
-            views.append(replace(cls.view(next(iter(cls.members)), light=True), created=EPOCH))
-        (window,) = rules.decide(views, now, self.hold).windows
-        return window
+        self._probe([n for n in names if n not in self.as_trigger], now)
+        fresh = sorted(t for n in names if (t := self.as_trigger[n]))
+        if win.triggers is None or not win.triggers.extend(fresh):
+            every = sorted(t for n in win.nodes() if (t := self.as_trigger[n]))
+            win.triggers = _Triggers(every)
+        chosen = [win.triggers.names[slot] for slot in win.triggers.walk()]
+        classes = {self.where[n] for n in chosen}
+        views = [self.where[n].view(n) for n in dict.fromkeys(chosen)]
+        return views + [c.stand_in() for c in win.classes.values() if c not in classes]
 
     def _probe(self, names: Sequence[str], now: datetime) -> None:
-        """When a hold that each of these nodes alone starts would end (None: none), asked
-        of decide() in node scope, where each node is a window of its own: one call for all."""
+        """Each node as a trigger node (when a hold it alone starts would end, its cap), or
+        None: asked of decide() in node scope, where each node is a window of its own."""
         alone = replace(self.hold, scope=Scope.NODE)
         views = [self.where[n].view(n, light=True) for n in names]
-        named = {rules.window_name(v, alone): v.name for v in views}
+        named = {rules.window_name(v, alone): v for v in views}
+        self.as_trigger.update(dict.fromkeys(names))
         for window in rules.decide(views, now, alone).windows if views else ():
-            self.ends[named[window.name]] = window.hold_until
-
-    def _chain(self, triggers: Sequence[str], whole: rules.HoldWindow) -> list[str]:
-        """The start of the last stretch, then, while the hold goes on, the node that carries
-        it furthest, then the youngest node. Any of the other nodes may go away without
-        changing the hold these give: they arrived while it held and end before it does."""
-        start = next(n for n in triggers if self._born(n) == whole.stretch_start)
-        chain, reach, best = [start], self.ends[start], None
-        for name in triggers[triggers.index(start) + 1 :]:
-            created, end = self._born(name), self.ends[name]
-            if created >= reach and best is not None:  # type: ignore[operator]
-                chain.append(best)
-                reach, best = self.ends[best], None
-            if created >= reach:  # type: ignore[operator]
-                break  # the stretch ended (or was capped): later nodes start nothing it holds
-            if end > reach and (best is None or end > self.ends[best]):  # type: ignore[operator]
-                best = name
-        return [*chain, *([best] if best else []), whole.youngest]  # type: ignore[list-item]
+            if window.hold_until is not None:
+                node = named[window.name]
+                cap = NO_CAP if window.max_hold is None else window.max_hold // MICROSECOND
+                self.as_trigger[node.name] = (
+                    _us(node.created),
+                    node.name,
+                    _us(window.hold_until),
+                    cap,
+                )
 
     def _nodepools(self, name: str) -> int:
         """NodePools a budget entry of this window goes on: all, its own (a NodePool's group)."""
@@ -664,12 +756,12 @@ def launches_avoided(
 
 
 def replay(
-    timeline: Timeline, window: Window, hold: HoldSettings, options: ReplayOptions = ReplayOptions()
+    timeline: Timeline, span: Span, hold: HoldSettings, options: ReplayOptions = ReplayOptions()
 ) -> Result:
-    """Replay every run of `window` for one configuration; raises SimulationFailed."""
+    """Replay every run of `span` for one configuration; raises SimulationFailed."""
     began = time.perf_counter()
-    state = _Replay(hold, window, options)
-    result = state.run(schedule(timeline, window))
+    state = _Replay(hold, span, options)
+    result = state.run(schedule(timeline, span))
     result.launches_avoided = launches_avoided(state.kept, timeline, hold.group_label)
     result.node_hours_kept = sum((u - g).total_seconds() for g, u, _ in state.kept) / 3600
     result.seconds = time.perf_counter() - began
@@ -679,8 +771,8 @@ def replay(
 def simulate(sim: Simulation, options: ReplayOptions = ReplayOptions()) -> Simulation:
     """Replay every configuration, one after the other, in this process."""
     began = time.perf_counter()
-    results = tuple(replay(sim.timeline, sim.window, hold, options) for hold in sim.holds)
-    unseen = schedule(sim.timeline, sim.window).unseen
+    results = tuple(replay(sim.timeline, sim.span, hold, options) for hold in sim.holds)
+    unseen = schedule(sim.timeline, sim.span).unseen
     return replace(sim, results=results, unseen=unseen, elapsed=time.perf_counter() - began)
 
 
@@ -721,5 +813,5 @@ def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Simulatio
         except ValueError as exc:
             raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
     timeline = load_timeline(list(paths), min(h.hold_duration for h in holds))
-    window = replay_window(timeline, holds, asked.interval, *moments, asked.last)
-    return Simulation(timeline, window, holds, asked.sweep is not None)
+    span = replay_span(timeline, holds, asked.interval, *moments, asked.last)
+    return Simulation(timeline, span, holds, asked.sweep is not None)

@@ -53,8 +53,8 @@ def _span(delta: timedelta) -> str:
 
 def figures(result: Result, sim: Simulation) -> dict[str, Any]:
     """One configuration's figures, as `--output json` gives them."""
-    seconds = sim.window.interval.total_seconds()
-    total = (sim.window.end - sim.window.start).total_seconds()
+    seconds = sim.span.interval.total_seconds()
+    total = (sim.span.end - sim.span.start).total_seconds()
     held = result.held_runs * seconds
     minutes = sum(result.present_nodes) * seconds / 60
     held_minutes = sum(result.held_nodes) * seconds / 60
@@ -91,7 +91,7 @@ def figures(result: Result, sim: Simulation) -> dict[str, Any]:
                 "window": p.window,
                 "start": iso(p.start),
                 "end": p.end and iso(p.end),
-                "durationSeconds": p.duration(sim.window.end).total_seconds(),
+                "durationSeconds": p.duration(sim.span.end).total_seconds(),
                 "trigger": p.trigger,
                 "triggerGroup": p.trigger_group,
                 "extended": p.extended,
@@ -107,7 +107,7 @@ def render(sim: Simulation, output: str, plot: str | None) -> list[str]:
     """The lines to print: the text report, or one JSON object."""
     columns = [figures(r, sim) for r in sim.results]
     if output == "json":
-        window = sim.window
+        window = sim.span
         data = {
             "timeline": {
                 "sources": list(sim.timeline.sources),
@@ -130,7 +130,7 @@ def render(sim: Simulation, output: str, plot: str | None) -> list[str]:
         return [json.dumps(data, indent=2)]
     tables = _sweep(sim, columns) if sim.sweep else [*_periods(sim), "", *_comparison(sim, columns)]
     decided = sum(r.replayed for r in sim.results)
-    skipped = sim.window.runs * len(sim.results) - decided
+    skipped = sim.span.runs * len(sim.results) - decided
     return [
         *_header(sim),
         "",
@@ -138,7 +138,7 @@ def render(sim: Simulation, output: str, plot: str | None) -> list[str]:
         "",
         *_sparklines(sim),
         "",
-        f"Replayed {len(sim.results)} configuration(s) x {sim.window.runs:,} runs through the "
+        f"Replayed {len(sim.results)} configuration(s) x {sim.span.runs:,} runs through the "
         f"reconciler's decision, in memory, in {sim.elapsed:.1f}s ({decided:,} runs decided, "
         f"{skipped:,} skipped: nothing could change).",
         *([f"Plot written to {plot}."] if plot else []),
@@ -149,7 +149,7 @@ def render(sim: Simulation, output: str, plot: str | None) -> list[str]:
 
 
 def _header(sim: Simulation) -> list[str]:
-    window, timeline = sim.window, sim.timeline
+    window, timeline = sim.span, sim.timeline
     lines = [
         f"node-holder simulate: {', '.join(timeline.sources)} ({len(timeline.nodes)} nodes)",
         f"  replay {window.start:%Y-%m-%d %H:%M} -> {window.end:%Y-%m-%d %H:%M} UTC "
@@ -166,7 +166,7 @@ def _header(sim: Simulation) -> list[str]:
 
 
 def _periods(sim: Simulation) -> list[str]:
-    result, window = sim.primary, sim.window
+    result, window = sim.primary, sim.span
     hold = result.hold
     held = timedelta(seconds=result.held_runs * window.interval.total_seconds())
     scope = f"hold {format_duration(hold.hold_duration)}, {hold.scope} scope"
@@ -239,11 +239,11 @@ _ROWS: tuple[tuple[str, Callable[[dict[str, Any], float], str]], ...] = (
 
 def _comparison(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
     head = ["", *[c["label"] + (" *" if c["primary"] else "") for c in columns]]
-    total = (sim.window.end - sim.window.start).total_seconds()
+    total = (sim.span.end - sim.span.start).total_seconds()
     rows = [[name, *[show(c, total) for c in columns]] for name, show in _ROWS]
     hold = sim.primary.hold
     return [
-        f"Comparison: the same {sim.window.runs:,} runs for each configuration "
+        f"Comparison: the same {sim.span.runs:,} runs for each configuration "
         "(duration[/scope][/max=cap])",
         *["  " + line for line in table(head, rows, right=set(range(1, len(head))))],
         "  * primary configuration (--hold-duration, --hold-scope, --max-hold): holds listed above",
@@ -262,7 +262,7 @@ def _comparison(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
 def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
     """Each hold duration's gain (estimates) against its cost, with bars to find the knee."""
     columns = sorted(columns, key=lambda c: c["holdDurationSeconds"])
-    total = (sim.window.end - sim.window.start).total_seconds()
+    total = (sim.span.end - sim.span.start).total_seconds()
     top = max(c["launchesAvoidedEstimate"] for c in columns) or 1
     most = max(c["nodeHoursKeptEstimate"] for c in columns) or 1.0
     head = ["hold", "time held", "node-hours held", "launches avoided (est.)"]
@@ -281,7 +281,7 @@ def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
     hold = sim.primary.hold
     return [
         f"Sweep: what each hold duration buys and costs ({hold.scope} scope; the same "
-        f"{sim.window.runs:,} runs each)",
+        f"{sim.span.runs:,} runs each)",
         *["  " + line for line in table([*head, "node-hours kept (est.)"], rows, right={1, 2})],
         "  * primary configuration; time held: share of the replay with any node held",
         "  node-hours held: node time that carried the hold annotation (the cost)",
@@ -292,7 +292,7 @@ def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
 
 
 def _sparklines(sim: Simulation) -> list[str]:
-    window, present = sim.window, sim.primary.present_nodes
+    window, present = sim.span, sim.primary.present_nodes
     per = max(1, math.ceil(window.runs / WIDTH))  # runs one character stands for
     levels, peak = level_line(present, per)
     width = max(len(label) for label in ["nodes", *[r.label for r in sim.results]]) + 2

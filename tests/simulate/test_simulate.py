@@ -18,7 +18,7 @@ import pytest
 
 from reconcile.rule.decide import NodeView
 from reconcile.rule.settings import HoldSettings
-from reconcile.simulate.replay import ReplayOptions, Simulation, replay, replay_window, simulate
+from reconcile.simulate.replay import ReplayOptions, Simulation, replay, replay_span, simulate
 from reconcile.simulate.timeline import load_timeline
 from scripts import generate_day
 from tests.clusters import CliResult, run_cli
@@ -153,8 +153,8 @@ def test_deletions_while_held_are_counted_and_short_lived_nodes_are_never_seen(
     )
     timeline = load_timeline([path])
     hold = HoldSettings()
-    window = replay_window(timeline, [hold], timedelta(minutes=1))
-    sim = simulate(Simulation(timeline, window, [hold]))
+    span = replay_span(timeline, [hold], timedelta(minutes=1))
+    sim = simulate(Simulation(timeline, span, [hold]))
     (result,) = sim.results
     assert sim.unseen == ("flash",)
     # `new` leaves at the run at 00:06 while held; the old nodes then release at once.
@@ -289,13 +289,13 @@ def test_a_hand_set_annotation_is_never_touched(tmp_path: Path) -> None:
     )
     timeline = load_timeline([path])
     hold = HoldSettings()
-    window = replay_window(timeline, [hold], timedelta(minutes=1))
+    span = replay_span(timeline, [hold], timedelta(minutes=1))
     seen: dict[datetime, dict[str, dict[str, str]]] = {}
 
     def observe(tick: datetime, views: list[NodeView]) -> None:
         seen[tick] = {v.name: dict(v.annotations) for v in views}
 
-    result = replay(timeline, window, hold, ReplayOptions(observe=observe))
+    result = replay(timeline, span, hold, ReplayOptions(observe=observe))
     pinned = {KEY: "false", "team": "x"}
     assert len(seen) == 60 and all(nodes["pinned"] == pinned for nodes in seen.values())
     owned = {KEY: "true", "node-holder.dev/owned-annotations": KEY}

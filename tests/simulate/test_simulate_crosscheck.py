@@ -16,7 +16,7 @@ from reconcile.cli.report import event_message
 from reconcile.rule.decide import NodeView
 from reconcile.rule.settings import HoldSettings, Mechanism, RunSettings, Scope
 from reconcile.run import run_once
-from reconcile.simulate.replay import ANCIENT, ReplayOptions, replay, replay_window, schedule
+from reconcile.simulate.replay import ANCIENT, ReplayOptions, replay, replay_span, schedule
 from reconcile.simulate.timeline import load_timeline
 from tests.helpers import kube_for
 from tests.kubeapi.apiserver import ApiServer
@@ -103,33 +103,33 @@ CASES = {
 
 def in_memory(path: str, hold: HoldSettings) -> Replayed:
     timeline = load_timeline([path])
-    window = replay_window(timeline, [hold], timedelta(minutes=1))
+    span = replay_span(timeline, [hold], timedelta(minutes=1))
     seen: list[Annotations] = []
 
     def observe(_tick: datetime, views: list[NodeView]) -> None:
         seen.append({v.name: dict(v.annotations) for v in views})
 
-    result = replay(timeline, window, hold, ReplayOptions(observe=observe))
+    result = replay(timeline, span, hold, ReplayOptions(observe=observe))
     runs = [Run(a, w) for a, w in zip(seen, result.writes, strict=True)]
     return Replayed(runs, result.events, result.requests)
 
 
 def through_the_api(api: ApiServer, kubeconfig: Path, path: str, hold: HoldSettings) -> Replayed:
     timeline = load_timeline([path])
-    window = replay_window(timeline, [hold], timedelta(minutes=1))
-    plan = schedule(timeline, window)
+    span = replay_span(timeline, [hold], timedelta(minutes=1))
+    plan = schedule(timeline, span)
     kube = kube_for(kubeconfig)
     run = RunSettings(qps=0)
     runs: list[Run] = []
     requests = events = nodepool_writes = 0
-    for i in range(window.runs):
-        api.set_clock(window.tick(i))
+    for i in range(span.runs):
+        api.set_clock(span.tick(i))
         for node in plan.departures.get(i, ()):
             api.delete_node(node.name)
         for node in plan.arrivals.get(i, ()):
             api.add_node(
                 node.name,
-                created=node.created or window.start - ANCIENT,
+                created=node.created or span.start - ANCIENT,
                 labels=dict(node.labels),
                 annotations=dict(node.annotations) or None,
                 eks=False,
@@ -181,8 +181,8 @@ def test_the_replays_nodepool_writes_are_the_budget_mechanisms(
     )
     hold = HoldSettings(scope=scope)
     timeline = load_timeline([str(path)])
-    window = replay_window(timeline, [hold], timedelta(minutes=1))
-    figure = replay(timeline, window, hold, ReplayOptions()).budget_writes
+    span = replay_span(timeline, [hold], timedelta(minutes=1))
+    figure = replay(timeline, span, hold, ReplayOptions()).budget_writes
     api.add_nodepool("a")
     api.add_nodepool("b")
     real = through_the_api(api, kubeconfig, str(path), replace(hold, mechanism=Mechanism.BUDGET))

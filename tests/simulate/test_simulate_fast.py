@@ -7,14 +7,18 @@ with NodePools' own hold settings on their nodes or from --compare."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reconcile.rule import decide as rules
+from reconcile.rule.nodes import NodeView
 from reconcile.rule.selectors import parse_selector
 from reconcile.rule.settings import HoldSettings, Scope
 from reconcile.simulate.replay import (
@@ -22,7 +26,7 @@ from reconcile.simulate.replay import (
     Result,
     Simulation,
     parse_compare,
-    replay_window,
+    replay_span,
     simulate,
 )
 from reconcile.simulate.timeline import Timeline, TimelineNode, load_timeline
@@ -55,12 +59,12 @@ def both(
     timeline: Timeline, holds: list[HoldSettings], last: timedelta | None = None
 ) -> Simulation:
     """The fast replay, after checking that it gives the run-by-run replay's figures."""
-    window = replay_window(timeline, holds, timedelta(minutes=1), last=last)
-    fast = simulate(Simulation(timeline, window, holds))
-    exact = simulate(Simulation(timeline, window, holds), ReplayOptions(exact=True))
+    span = replay_span(timeline, holds, timedelta(minutes=1), last=last)
+    fast = simulate(Simulation(timeline, span, holds))
+    exact = simulate(Simulation(timeline, span, holds), ReplayOptions(exact=True))
     for quick, slow in zip(fast.results, exact.results, strict=True):
         assert figures(quick) == figures(slow), quick.label
-        assert slow.replayed == window.runs
+        assert slow.replayed == span.runs
     return fast
 
 
@@ -340,3 +344,131 @@ def test_a_run_records_at_most_ten_events_in_both_replays() -> None:
     timeline = Timeline(tuple(burst), ("burst",), start=T0, end=T0 + timedelta(hours=1))
     (result,) = both(timeline, [hold(scope=Scope.NODE)]).results
     assert (len(result.periods), result.events) == (15, 10 + 10)
+
+
+POOLS = st.sampled_from([None, "a", "b", "c"])
+LONG_LIVED = st.tuples(
+    st.integers(-3000, 150),  # created, minutes after the start: days before it, or during it
+    st.one_of(st.none(), st.integers(1, 175)),  # leaves at this minute of the replay (None: stays)
+    POOLS,
+    st.integers(0, 59),  # seconds
+)
+TRICKLE = st.tuples(
+    st.integers(-60, 150),  # the minute the first node comes
+    st.integers(1, 9),  # minutes between two nodes
+    st.integers(2, 14),  # nodes
+    st.one_of(st.none(), st.integers(5, 150)),  # lifetime in minutes (None: to the end)
+    POOLS,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(LONG_LIVED, max_size=14),
+    st.lists(TRICKLE, max_size=3),
+    st.lists(BURST, max_size=5),
+    st.fixed_dictionaries({"a": POOL_SETTINGS, "c": POOL_SETTINGS}),
+    st.lists(CAPPED, min_size=1, max_size=2),
+    st.randoms(),
+)
+def test_days_of_every_shape_give_the_same_figures_run_by_run(
+    long_lived: list[Any],
+    trickles: list[Any],
+    bursts: list[Any],
+    pools: dict[str, dict[str, str]],
+    holds: list[HoldSettings],
+    rng: random.Random,
+) -> None:
+    """Long-lived trigger nodes (created days before the replay or during it) leaving in the
+    middle of a stretch, steady trickles and bursts, across NodePools with their own hold
+    settings, in every scope with and without a cap: windows far larger than decide() is
+    given, whose stretches move when an old node leaves. Every figure of every run is the
+    run-by-run replay's."""
+    raw: list[tuple[str, datetime, datetime | None, str | None, dict[str, str]]] = []
+    for i, (minute, leaves, pool, second) in enumerate(long_lived):
+        created = T0 + timedelta(minutes=minute, seconds=second)
+        gone = T0 + timedelta(minutes=leaves, seconds=second) if leaves else None
+        raw.append((f"old{i}", created, gone if gone and gone > created else None, pool, {}))
+    for t, (minute, gap, count, life, pool) in enumerate(trickles):
+        for j in range(count):
+            created = T0 + timedelta(minutes=minute + gap * j, seconds=rng.randint(0, 59))
+            raw.append((f"t{t}-{j}", created, life and created + timedelta(minutes=life), pool, {}))
+    for b, (minute, count, life, pool, hand) in enumerate(bursts):
+        for j in range(count):
+            created = T0 + timedelta(minutes=minute, seconds=rng.randint(0, 150))
+            gone = created + timedelta(minutes=life + j) if life else None
+            raw.append((f"b{b}-{j}", created, gone, pool, hand if j == 0 else {}))
+    nodes = [
+        TimelineNode(name, created, gone, {POOL: p} if p else {}, {**own, **pools.get(p or "", {})})
+        for name, created, gone, p, own in raw
+    ]
+    holds = [h for h in holds if h.max_hold is None or h.max_hold >= h.hold_duration]
+    timeline = Timeline(
+        tuple(sorted(nodes, key=lambda n: (n.created, n.name))),
+        ("shapes",),
+        start=T0,
+        end=T0 + timedelta(hours=3),
+    )
+    both(timeline, holds or [hold(cap=30)])
+
+
+def test_a_capped_stretchs_longest_own_hold_and_a_late_end_in_its_free_period_count() -> None:
+    """5m holds capped at 30m, pools `a` and `b` holding 25m and 24m. The stretch from 00:00
+    is carried by b's node and capped at 00:30; its free period is a's 25m, so x at 00:54:30
+    starts nothing (with b's 24m it would). a's node at 00:50, in that free period, starts
+    nothing either, though its own hold ends last (01:15): y at 00:56 holds until 01:01."""
+    own = {"a": {OWN: "25m"}, "b": {OWN: "24m"}}
+    nodes = [TimelineNode("f", at(0)), TimelineNode("m", at(27))]
+    nodes += [TimelineNode(f"k{i}", at(10 + 2 * i)) for i in range(6)]  # hold nothing further
+    nodes += [
+        TimelineNode("l", at(1), None, {POOL: "a"}),
+        TimelineNode("k", at(4), None, {POOL: "b"}),
+    ]
+    nodes += [TimelineNode("r", at(50), None, {POOL: "a"}), TimelineNode("x", at(54, 30))]
+    nodes += [TimelineNode("y", at(56))]
+    timeline = with_pools(hour(nodes), own)
+    timeline = replace(timeline, end=T0 + timedelta(hours=2))
+    (result,) = both(timeline, [hold(5, cap=30)]).results
+    assert periods(result) == [("00:00", "00:30"), ("00:56", "01:01")]
+
+
+def leavers_day(count: int, seed: int = 31) -> Timeline:
+    """Half the nodes came up hours to days ago and leave during the day, the other half
+    come in small scale-ups and live 1 to 8 hours, in three NodePools (c: 45m holds)."""
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(count):
+        pool = rng.choice("abc")
+        own = {OWN: "45m"} if pool == "c" else {}
+        if i % 2:
+            created = T0 - timedelta(minutes=rng.uniform(60, 7200))
+            gone = T0 + timedelta(minutes=rng.uniform(0, 1440))
+        else:
+            created = T0 + timedelta(minutes=rng.uniform(0, 1400))
+            gone = created + timedelta(hours=rng.uniform(1, 8))
+        nodes.append(TimelineNode(f"n{i}", created, gone, {POOL: pool}, own))
+    ordered = tuple(sorted(nodes, key=lambda n: (n.created, n.name)))
+    return Timeline(ordered, ("leavers",), start=T0, end=T0 + timedelta(days=1))
+
+
+def test_decide_is_given_a_few_nodes_per_event_on_a_day_of_long_lived_leavers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Long-lived trigger nodes leaving mid-stretch once made the replay give decide() every
+    node of the window at each departure (on this day: 34 node views per event, growing with
+    the day). Now a few per event (an arrival, a departure, a run decided), in every scope,
+    capped or not."""
+    given: list[int] = []
+    real = rules.decide
+
+    def counting(nodes: Sequence[NodeView], *args: Any, **kwargs: Any) -> rules.Plan:
+        given.append(len(nodes))
+        return real(nodes, *args, **kwargs)
+
+    monkeypatch.setattr(rules, "decide", counting)
+    holds = [hold(), hold(10, cap=30), hold(scope=Scope.GROUP), hold(scope=Scope.GROUP, cap=60)]
+    timeline = leavers_day(600)
+    span = replay_span(timeline, holds, timedelta(minutes=1))
+    sim = simulate(Simulation(timeline, span, holds))
+    events = sum(2 * len(timeline.nodes) + r.replayed for r in sim.results)
+    assert sum(given) < 10 * events, (sum(given), events)
