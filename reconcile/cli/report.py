@@ -550,6 +550,13 @@ def warnings(result: RunResult, command: str) -> list[str]:
             f"someone else (a GitOps tool restoring the NodePool?); {then}; tell the GitOps "
             "tool to leave it alone (docs/design.md#gitops)"
         )
+    fallen: dict[str, list[str]] = {}  # auto: why a NodePool took no entry, and which
+    for r in result.pools.fallbacks:
+        fallen.setdefault(r.error or "", []).append(r.patch.pool.name)
+    found += [
+        f"nodepool/{_names(names)}: no budget entry ({why}); its nodes are held by annotation"
+        for why, names in fallen.items()
+    ]
     if edge := large_edge(result.plan):
         found.append(edge)
     if command != "reconcile" or not result.dry_run:
