@@ -61,7 +61,7 @@ class PoolView:
     budgets: tuple[Any, ...]  # (never missing: the CRD defaults it to [{nodes: "10%"}])
     annotated: bool  # has metadata.annotations at all
     named: dict[str, Any] | None  # the entry ENTRY_KEY names: the ownership record
-    ours: tuple[int, ...]  # where the list holds it, as written or stripped (each is ours)
+    ours: tuple[int, ...]  # where the list holds it: as written (one), else stripped copies
     at: int | None  # where the list holds it as written (None: not there)
     reverted: bool  # ENTRY_KEY is there but the list holds no copy of what it names
 
@@ -72,15 +72,17 @@ class PoolView:
 
 
 def pool_view(obj: Mapping[str, Any]) -> PoolView:
-    """The view of one NodePool. Every list entry equal to the one ENTRY_KEY names, or to its
-    stripped copy, is this tool's: it wrote that exact schedule, duration and `nodes: "0"`."""
+    """The view of one NodePool. This tool's is the entry ENTRY_KEY names, found by value; if
+    the list does not hold it as written, each stripped copy of it (what a conversion to
+    v1beta1 leaves of it: no person's entry beside ours, which has kept its reasons)."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     listed = (spec.get("disruption") or {}).get("budgets")
     budgets = tuple(listed) if isinstance(listed, list) else ()
     annotations = meta.get("annotations") or {}
     named = _named(annotations.get(ENTRY_KEY))
-    copies = (named, stripped(named)) if named else ()
-    ours = tuple(i for i, b in enumerate(budgets) if b in copies)
+    at = next((i for i, b in enumerate(budgets) if named and b == named), None)
+    copy = stripped(named) if named and at is None else None
+    ours = (at,) if at is not None else tuple(i for i, b in enumerate(budgets) if b == copy)
     return PoolView(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
@@ -89,7 +91,7 @@ def pool_view(obj: Mapping[str, Any]) -> PoolView:
         annotated=bool(annotations),
         named=named,
         ours=ours,
-        at=next((i for i in ours if budgets[i] == named), None),
+        at=at,
         reverted=annotations.get(ENTRY_KEY) is not None and not ours,
     )
 
@@ -115,7 +117,7 @@ class PoolPatch:
     pool: PoolView
     window: HoldWindow
     entry: dict[str, Any] | None  # this tool's entry after the patch (None: none)
-    action: str  # add, extend, remove; drop: no entry held (the record, stripped copies); tidy
+    action: str  # add, extend, remove; drop: the record and any stripped copy (no entry held)
     restored: bool = False  # an add of the entry someone else removed while the hold went on
 
     def budgets(self) -> list[Any]:
@@ -144,7 +146,7 @@ class PoolPatch:
 
     @property
     def transition(self) -> Transition | None:
-        """The Event this change records on the NodePool (none for a drop or a tidy)."""
+        """The Event this change records on the NodePool (none for a drop)."""
         reason, pool = _EVENTS.get(self.action), self.pool
         reason = Reason.RESTORED if self.restored else reason
         return reason and Transition(reason, self.window, pool.name, pool.uid, 0, 0, "NodePool")
@@ -195,13 +197,12 @@ def decide_pool(pool: PoolView, plan: Plan) -> PoolPatch | None:
     held = plan.mode is Mode.RECONCILE and on_budget and window.held
     entry = budget_entry(window.stretch_start, window.hold_until) if held else None  # type: ignore[arg-type]
     current = pool.entry
-    alone = pool.ours == (() if pool.at is None else (pool.at,))  # no stripped copy
-    if entry == current and alone and not pool.reverted:
-        return None
     if entry is None:
+        if current is None and not pool.ours and not pool.reverted:
+            return None
         return PoolPatch(pool, window, None, "drop" if current is None else "remove")
     if entry == current:
-        return PoolPatch(pool, window, entry, "tidy")
+        return None
     again = pool.named is not None and pool.named["schedule"] == entry["schedule"]
     restored = again and current is None and pool.reverted
     return PoolPatch(pool, window, entry, "add" if current is None else "extend", restored)

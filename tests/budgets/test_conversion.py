@@ -164,6 +164,22 @@ def test_release_and_the_end_of_a_hold_remove_a_stripped_copy_never_a_persons(
     assert run(str(kubeconfig), *command).code == 0 and len(api.writes("nodepools")) == 1
 
 
+def test_a_persons_stripped_lookalike_beside_our_entry_stays(api: ApiServer, kubeconfig):
+    """Karpenter v1 keeps `reasons`: the list holds node-holder's entry as written, so an
+    entry equal to its stripped copy is a person's (it blocks drift too) and stays."""
+    api.set_clock(T0 + timedelta(hours=1))
+    api.add_nodepool(
+        "batch",
+        budgets=[*PEOPLES, dict(STRIPPED), dict(ENTRY)],
+        annotations={ENTRY_KEY: json.dumps(ENTRY, separators=(",", ":"), sort_keys=True)},
+    )
+    node(api, "batch-old", OLD, "batch")
+    result = run(str(kubeconfig), "reconcile", "--mechanism", "budget")
+    assert result.code == 0, result.stderr
+    assert budgets(api, "batch") == [*PEOPLES, STRIPPED] and owned(api, "batch") is None
+    assert [e["reason"] for e in api.events] == ["HoldEnded"]
+
+
 def test_a_failed_removal_is_said_and_the_record_lets_release_remove_the_copy(
     api: ApiServer, kubeconfig
 ):
