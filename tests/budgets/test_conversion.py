@@ -238,12 +238,8 @@ def test_auto_holds_by_annotation_every_nodepool_that_refuses_its_entry(full, re
     assert api.annotations("batch-old") == {}
 
 
-def test_a_write_whose_answer_is_lost_is_reported_landed_with_its_event(api: ApiServer, kubeconfig):
-    """A 504 after the write: the retry's `test` fails (422), the re-read shows the write
-    landed: it is reported added, not changed by someone else, and HoldStarted is recorded."""
-    api.set_clock(T0)
-    api.add_nodepool("batch", budgets=[dict(b) for b in PEOPLES])
-    node(api, "batch-new", timedelta(minutes=1), "batch")
+def answer_lost(api: ApiServer) -> None:
+    """The next NodePool PATCH lands, then its answer is a 504 (a proxy timed out)."""
     lost: list[bool] = []
 
     def write_then_504(info: RequestInfo) -> None:
@@ -253,14 +249,37 @@ def test_a_write_whose_answer_is_lost_is_reported_landed_with_its_event(api: Api
             api.inject(Fault(method="PATCH", status=504))
 
     api.on_request(write_then_504)
-    result = run(str(kubeconfig), "reconcile", "--mechanism", "budget")
+
+
+@pytest.mark.parametrize("edge", ["start", "end"])
+def test_a_write_whose_answer_is_lost_is_reported_landed_with_its_event(
+    api: ApiServer, kubeconfig, edge
+):
+    """A 504 after the write: the retry's `test` fails (422), the re-read shows the write
+    landed: it is reported as landed, not as changed by someone else, and its Event is
+    recorded (HoldStarted, HoldEnded)."""
+    api.set_clock(T0)
+    api.add_nodepool("batch", budgets=[dict(b) for b in PEOPLES])
+    node(api, "batch-new", timedelta(minutes=1), "batch")
+    budget = ("reconcile", "--mechanism", "budget")
+    if edge == "end":
+        assert run(str(kubeconfig), *budget).code == 0
+        api.advance_clock(timedelta(minutes=25))
+        api.reset_log()
+    answer_lost(api)
+    result = run(str(kubeconfig), *budget)
     assert result.code == 0, result.stderr
-    assert budgets(api, "batch") == [*PEOPLES, ENTRY] and owned(api, "batch") == ENTRY
-    assert "nodepool/batch: added budget entry 59 19 22 11 * for 21m" in result.lines
+    if edge == "start":
+        assert budgets(api, "batch") == [*PEOPLES, ENTRY] and owned(api, "batch") == ENTRY
+        assert "nodepool/batch: added budget entry 59 19 22 11 * for 21m" in result.lines
+    else:
+        assert budgets(api, "batch") == PEOPLES and owned(api, "batch") is None
+        assert "nodepool/batch: removed budget entry 59 19 22 11 * for 21m" in result.lines
     assert "someone else" not in result.stdout + result.stderr
     assert pool_writes(api, "batch") == [504, 422]
-    assert [(e["reason"], e["involvedObject"]["name"]) for e in api.events] == [
-        ("HoldStarted", "batch")
+    reason = {"start": "HoldStarted", "end": "HoldEnded"}[edge]
+    assert [(e["reason"], e["involvedObject"]["name"]) for e in api.events][-1:] == [
+        (reason, "batch")
     ]
 
 
