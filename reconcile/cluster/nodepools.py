@@ -122,19 +122,20 @@ def _send(patch: PoolPatch, plan: Plan, kube: Client, pace: Pace) -> PoolResult:
     last, (outcome, error), _ = patch_until_settled(
         patch, send, decide_again, pace, gave_up="still changing"
     )
-    result = _checked(PoolResult(last, outcome, error), stored[-1:], kube, pace)
+    result = PoolResult(last, outcome, error)
+    if outcome is Outcome.PATCHED and (why := budget.lost(last, stored[-1])):
+        result = _withdraw(result, stored[-1], why, kube, pace)
     making = last.entry is not None and result.outcome in (Outcome.FAILED, Outcome.GONE)
     return replace(result, fallback=making and plan.hold.mechanism is Mechanism.AUTO)
 
 
-def _checked(result: PoolResult, stored: list[PoolView], kube: Client, pace: Pace) -> PoolResult:
-    """A landed entry that is not in the list as sent (a conversion webhook dropped it or its
-    reasons: Karpenter before v1.0) is removed again by value, with the record: the NodePool
-    cannot take the mechanism, and the result fails saying so."""
-    why = result.outcome is Outcome.PATCHED and stored and budget.lost(result.patch, stored[0])
-    if not why:
-        return result
-    undo = budget.withdraw(stored[0], result.patch.window)
+def _withdraw(
+    result: PoolResult, stored: PoolView, why: str, kube: Client, pace: Pace
+) -> PoolResult:
+    """An entry that landed but is not in the list as sent (a conversion webhook dropped it or
+    its reasons: Karpenter before v1.0) is removed again by value, with the record: the
+    NodePool cannot take the mechanism, and the result fails saying so."""
+    undo = budget.withdraw(stored, result.patch.window)
     name = undo.pool.name
     try:
         ops = undo.body()

@@ -157,7 +157,7 @@ def landed(sent: PoolPatch, fresh: PoolView) -> bool:
     changed, and its record and list are what `sent` wrote (its entry maybe stripped)."""
     if fresh.resource_version == sent.pool.resource_version or fresh.named != sent.entry:
         return False
-    return sent.entry is None or bool(fresh.ours)
+    return bool(fresh.ours) if sent.entry else list(fresh.budgets) == sent.budgets()
 
 
 def lost(sent: PoolPatch, stored: PoolView) -> str | None:
