@@ -72,9 +72,9 @@ class PoolView:
 
 
 def pool_view(obj: Mapping[str, Any]) -> PoolView:
-    """The view of one NodePool. This tool's is the entry ENTRY_KEY names, found by value; if
-    the list does not hold it as written, each stripped copy of it (what a conversion to
-    v1beta1 leaves of it: no person's entry beside ours, which has kept its reasons)."""
+    """The view of one NodePool. This tool's entry is the one ENTRY_KEY names, found by value;
+    where the list does not hold it as written, each stripped copy of it is this tool's (what
+    a conversion to v1beta1 left of it). Beside the original, a lookalike is a person's."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     listed = (spec.get("disruption") or {}).get("budgets")
     budgets = tuple(listed) if isinstance(listed, list) else ()
