@@ -89,7 +89,7 @@ def _send(patch: PoolPatch, plan: Plan, kube: Client, pace: Pace) -> PoolResult:
     unreadable answer reads it again and decides again; if it had not changed, the 422 was no
     failed `test` (the CRD's validation, an admission policy) and the patch failed; if it shows
     the patch landed (a 504 after the write), it landed. Then the entry as stored must be the
-    entry as sent (see `_checked`). In auto, an entry that cannot be made is a fallback."""
+    entry as sent (see `_withdraw`). In auto, an entry that cannot be made is a fallback."""
     name = patch.pool.name
     stored: list[PoolView] = []  # the NodePool as the last answer or re-read showed it
 

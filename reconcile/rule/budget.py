@@ -203,6 +203,5 @@ def decide_pool(pool: PoolView, plan: Plan) -> PoolPatch | None:
         return PoolPatch(pool, window, None, "drop" if current is None else "remove")
     if entry == current:
         return None
-    again = pool.named is not None and pool.named["schedule"] == entry["schedule"]
-    restored = again and current is None and pool.reverted
+    restored = pool.reverted and (pool.named or {}).get("schedule") == entry["schedule"]
     return PoolPatch(pool, window, entry, "add" if current is None else "extend", restored)

@@ -161,6 +161,8 @@ def test_release_and_the_end_of_a_hold_remove_a_stripped_copy_never_a_persons(
     result = run(str(kubeconfig), *command)
     assert result.code == 0, result.stderr
     assert budgets(api, "batch") == people and owned(api, "batch") is None
+    said = "nodepool/batch: removed 2 stripped copy(ies) of its entry, dropped " + ENTRY_KEY
+    assert said in result.stdout
     assert run(str(kubeconfig), *command).code == 0 and len(api.writes("nodepools")) == 1
 
 
