@@ -76,12 +76,18 @@ def run_once(
         patches = tuple(filter(None, (budget.decide_pool(p, plan) for p in pools.views)))
         pools = replace(pools, patches=patches)
     missing = tuple(sorted(set(run.only) - {d.node for d in plan.decisions}))
+    if not run.dry_run:
+        # NodePools first: a budget entry that takes over from annotations lands before they go.
+        pools = apply_pools(pools, plan, kube, pace, on_result or (lambda _: None))
+    if fallen := frozenset(r.patch.pool.name for r in pools.fallbacks):
+        # auto: a NodePool that cannot take its entry has its nodes held by annotation, now.
+        with _gc_paused():
+            hold = replace(hold, budgeted=hold.budgeted - fallen)
+            plan = decide(listing.nodes, listing.now, hold, run.mode)
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
     result = RunResult(plan, listing, run.dry_run, requests=kube.requests, missing=missing)
     if run.dry_run:
         return replace(result, pools=pools)
-    # NodePools first: a budget entry that takes over from annotations lands before they go.
-    pools = apply_pools(pools, plan, kube, pace, on_result or (lambda _: None))
     applied = apply_plan(plan, kube, pace, on_result)
     landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
     done = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]

@@ -77,7 +77,13 @@ def _what(patch: NodePatch | PoolPatch, past: bool) -> str:
     40 9 22 11 * for 20m`."""
     if isinstance(patch, PoolPatch):
         if patch.action == "drop":
-            return f"{_verb('drop', past)} {ENTRY_KEY} (its entry is no longer in the list)"
+            stray = len(patch.pool.ours)  # copies of its entry a conversion stripped of reasons
+            also = (
+                f"{_verb('remove', past)} {stray} stripped copy(ies) of its entry, "
+                if stray
+                else ""
+            )
+            return f"{also}{_verb('drop', past)} {ENTRY_KEY} (its entry is no longer in the list)"
         entry = patch.entry or patch.pool.entry or {}
         verb = _verb(patch.action, past)
         return f"{verb} budget entry {entry.get('schedule')} for {entry.get('duration')}"
@@ -550,6 +556,13 @@ def warnings(result: RunResult, command: str) -> list[str]:
             f"someone else (a GitOps tool restoring the NodePool?); {then}; tell the GitOps "
             "tool to leave it alone (docs/design.md#gitops)"
         )
+    fallen: dict[str, list[str]] = {}  # auto: why a NodePool took no entry, and which
+    for r in result.pools.fallbacks:
+        fallen.setdefault(r.error or "", []).append(r.patch.pool.name)
+    found += [
+        f"nodepool/{_names(names)}: no budget entry ({why}); its nodes are held by annotation"
+        for why, names in fallen.items()
+    ]
     if edge := large_edge(result.plan):
         found.append(edge)
     if command != "reconcile" or not result.dry_run:

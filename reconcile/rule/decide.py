@@ -123,6 +123,8 @@ class Reason(StrEnum):
     STARTED = "HoldStarted"
     EXTENDED = "HoldExtended"  # a new node arrived while the window was held by us
     ENDED = "HoldEnded"
+    #: A NodePool's budget entry added again after someone else removed it: the hold went on.
+    RESTORED = "HoldRestored"
 
 
 @dataclass(frozen=True)

@@ -110,3 +110,33 @@ def test_the_entry_is_active_exactly_for_the_hold_to_the_minute(start, length):
     # Karpenter: active while a schedule hit lies in (now - duration, now].
     assert hit <= begin and hit + duration >= until > hit + duration - timedelta(minutes=1)
     assert entry["nodes"] == "0" and entry["reasons"] == ["Empty", "Underutilized"]
+
+
+def strip(pool: dict) -> dict:
+    """The NodePool as Karpenter v0.34 to v0.37 store it: every budget without `reasons`."""
+    out = json.loads(json.dumps(pool))
+    budgets = out["spec"]["disruption"]["budgets"]
+    out["spec"]["disruption"]["budgets"] = [
+        {k: v for k, v in b.items() if k != "reasons"} for b in budgets
+    ]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    others=people, copies=st.integers(1, 3), mode=st.sampled_from([Mode.RECONCILE, Mode.RELEASE])
+)
+def test_stripped_copies_go_and_nothing_else_when_the_hold_is_over(others, copies, mode):
+    """A conversion stripped the entry (one copy a run, by an earlier version): the end of
+    the hold and release remove every copy of it and the record, and no other entry."""
+    nodes = [NodeView("n", T0 - timedelta(minutes=5), labels={"karpenter.sh/nodepool": "batch"})]
+    held = run(nodepool(list(others)), nodes, T0)
+    [entry] = [b for b in held["spec"]["disruption"]["budgets"] if b not in others]
+    held["spec"]["disruption"]["budgets"] += [entry] * (copies - 1)
+    lossy = strip(held)
+    done = run(lossy, nodes, T0 + timedelta(hours=1), mode)
+    assert (
+        done["spec"]["disruption"]["budgets"]
+        == strip(nodepool(list(others)))["spec"]["disruption"]["budgets"]
+    )
+    assert ENTRY_KEY not in done["metadata"]["annotations"]

@@ -54,6 +54,11 @@ def ours(schedule: str = "0 20 22 11 *", duration: str = "20m") -> dict[str, Any
     }
 
 
+def stripped(entry: dict[str, Any]) -> dict[str, Any]:
+    """`entry` as Karpenter v0.34 to v0.37 store it (no `reasons`)."""
+    return {k: v for k, v in entry.items() if k != "reasons"}
+
+
 def named(entry: dict[str, Any]) -> str:
     return json.dumps(entry, separators=(",", ":"), sort_keys=True)
 
@@ -92,6 +97,18 @@ ALLOWED = {
         FREE,
     ),
     "our entry added again after a revert": (nodepool(list(PEOPLES), named(ours())), HELD),
+    "a stripped copy removed with the annotation (a lossy write undone)": (
+        nodepool([*PEOPLES, stripped(ours())], named(ours())),
+        FREE,
+    ),
+    "every stripped copy removed (left by earlier versions, one a run)": (
+        nodepool([stripped(ours()), *PEOPLES, stripped(ours())], named(ours())),
+        FREE,
+    ),
+    "a stripped copy removed and our entry added again": (
+        nodepool([*PEOPLES, stripped(ours())], named(ours())),
+        HELD,
+    ),
     "the first annotation on a NodePool without any": (
         changed(FREE, lambda p: p["metadata"].pop("annotations")),
         changed(HELD, lambda p: p["metadata"].update(annotations={KEY: named(ours())})),
@@ -165,6 +182,26 @@ REFUSED = {
         nodepool([*PEOPLES, ours("0 9 1 1 *")]),
         nodepool(list(PEOPLES)),
         "never another entry",
+    ),
+    "a stripped lookalike removed beside our entry as written": (
+        nodepool([*PEOPLES, stripped(ours()), ours()], named(ours())),
+        FREE,
+        "never another entry",
+    ),
+    "a stripped entry the annotation does not name removed": (
+        nodepool([*PEOPLES, stripped(ours("0 9 1 1 *"))], named(ours())),
+        FREE,
+        "never another entry",
+    ),
+    "a stripped entry removed without the annotation": (
+        nodepool([*PEOPLES, stripped(ours())]),
+        FREE,
+        "never another entry",
+    ),
+    "a stripped entry added as ours": (
+        FREE,
+        nodepool([*PEOPLES, stripped(ours())], named(ours())),
+        "own budget entry",
     ),
     "200 KB in the annotation": (FREE, nodepool(list(PEOPLES), "x" * 200_000), "own budget entry"),
     "the annotation naming nothing in the list": (
@@ -316,6 +353,32 @@ def test_every_patch_of_a_hold_a_revert_and_a_release_is_admitted(gated, mechani
     assert _budgets(api.get_nodepool("batch")) == PEOPLES
     assert _budgets(api.get_nodepool("gpu")) == []
     assert _budgets(api.get_nodepool("plain")) == karpenter.DEFAULT_BUDGETS
+
+
+@pytest.mark.parametrize("conversion", [karpenter.DROPS_REASONS, karpenter.DROPS_BUDGETS])
+def test_every_patch_on_a_karpenter_that_stores_v1beta1_is_admitted(gated, conversion):
+    """The lossy add and its removal in the same run (budget: exit 1; auto: annotations),
+    and release of a stripped copy whose removal an older policy had refused."""
+    api, gate, kubeconfig = gated
+    api.karpenter_conversion = conversion
+    api.add_nodepool("batch", budgets=copy.deepcopy(PEOPLES))
+    api.add_node("batch-new", created=T0, labels={"karpenter.sh/nodepool": "batch"}, eks=False)
+    before = _budgets(api.get_nodepool("batch"))
+    budget = run_cli("reconcile", "--mechanism", "budget", "--kubeconfig", kubeconfig)
+    assert budget.code == 1 and "the entry was removed again" in budget.stderr
+    _run(kubeconfig, "reconcile", "--mechanism", "auto")
+    assert len(gate.seen) == 4 and _budgets(api.get_nodepool("batch")) == before
+    left = [*before, stripped(ours("59 19 22 11 *", "21m"))]
+    api.edit_nodepool(
+        "batch",
+        lambda p: (
+            p["spec"]["disruption"].update(budgets=left),
+            p["metadata"]["annotations"].update({KEY: named(ours("59 19 22 11 *", "21m"))}),
+        ),
+    )
+    gate.username = HOOK_USER
+    _run(kubeconfig, "release", "--no-events")
+    assert len(gate.seen) == 5 and _budgets(api.get_nodepool("batch")) == before
 
 
 def test_the_gate_does_refuse_what_the_policy_denies(gated):

@@ -14,6 +14,7 @@ import pytest
 
 from tests.fidelity.test_kubectl_fidelity import KUBECTL, Kubectl
 from tests.kubeapi.apiserver import Fault
+from tests.kubeapi.karpenter import DEFAULT_BUDGETS, DROPS_BUDGETS, DROPS_REASONS, make_nodepool
 from tests.kubeapi.statuses import ApiError
 
 POOLS = "/apis/karpenter.sh/v1/nodepools"
@@ -609,3 +610,52 @@ def test_a_cluster_without_the_crd_answers_404_on_nodepool_paths(api, api_http):
         reply = api_http.get(path)
         assert (reply.status, reply.json["reason"]) == (404, "NotFound")
         assert reply.json["message"] == "the server could not find the requested resource"
+
+
+# --------------------------------------------------------------------------- Karpenter v0.33-v0.37
+
+
+PEOPLES = [{"nodes": "10%"}, {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"}]
+
+
+@pytest.mark.parametrize(
+    ("conversion", "kept"),
+    [
+        # v0.34 to v0.37: each budget keeps nodes, schedule and duration, not reasons.
+        (DROPS_REASONS, [*PEOPLES, {k: v for k, v in HOLD_BUDGET.items() if k != "reasons"}]),
+        # v0.33: no budgets in v1beta1; the v1 CRD default comes back.
+        (DROPS_BUDGETS, DEFAULT_BUDGETS),
+    ],
+)
+def test_a_karpenter_that_stores_v1beta1_answers_a_write_as_converted(
+    api, api_http, conversion, kept
+):
+    """Through Karpenter's conversion webhook, kube-apiserver stores v1beta1: the answer to
+    the PATCH is the stored object read back as v1 (the same as a GET), whatever was sent."""
+    api.karpenter_conversion = conversion
+    api.add_nodepool("web", budgets=[dict(b) for b in PEOPLES])
+    sent = api_http.patch(
+        pool("web"),
+        [{"op": "add", "path": "/spec/disruption/budgets/-", "value": HOLD_BUDGET}],
+        JSONP,
+    )
+    assert sent.status == 200, sent.data
+    assert sent.json["spec"]["disruption"]["budgets"] == kept
+    assert api_http.get(pool("web")).json == sent.json
+    assert sent.json["spec"]["disruption"]["consolidateAfter"] == "1m"  # the rest as sent
+    # The same object created: defaults and conversion on create too.
+    body = make_nodepool("new", budgets=[*PEOPLES, HOLD_BUDGET])
+    created = api_http.request("POST", POOLS, body=body)
+    assert created.status == 201, created.data
+    assert created.json["spec"]["disruption"]["budgets"] == kept
+
+
+def test_crd_defaulting_fills_a_missing_budget_list_on_create_and_write(api, api_http):
+    """`budgets: [{nodes: "10%"}]` when absent: on create, on an update that drops it, and,
+    through a conversion that omits an empty list (v0.34 to v0.37), on `[]` as well."""
+    assert api.add_nodepool("plain")["spec"]["disruption"]["budgets"] == DEFAULT_BUDGETS
+    api.add_nodepool("empty", budgets=[])
+    assert api.get_nodepool("empty")["spec"]["disruption"]["budgets"] == []
+    api.karpenter_conversion = DROPS_REASONS
+    api.add_nodepool("converted", budgets=[])
+    assert api.get_nodepool("converted")["spec"]["disruption"]["budgets"] == DEFAULT_BUDGETS

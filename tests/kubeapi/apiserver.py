@@ -592,6 +592,8 @@ class ApiServer:
         self.errors: list[str] = []  # tracebacks of unexpected server errors (answered as 500)
         #: False: a cluster without Karpenter's NodePool CRD (its paths answer 404, as there).
         self.nodepools_served = True
+        #: A Karpenter that stores v1beta1 NodePools: karpenter.DROPS_REASONS, DROPS_BUDGETS.
+        self.karpenter_conversion: str | None = None
         self._tokens = auth.Tokens()
         self._clock_offset = clock_offset
         self._frozen: datetime | None = None
@@ -1560,6 +1562,8 @@ class ApiServer:
             meta["generation"] = 1
         obj = {**obj, "metadata": meta}
         self._validate(rk, obj, None, strict_events=rk.group == "events.k8s.io")
+        if rk.schema is not None:
+            obj = karpenter.round_trip(obj, self.karpenter_conversion)
         changed, _ = managedfields.object_diff({}, obj, status=False)
         meta["managedFields"] = managedfields.record_update(
             None, manager, changed, {}, now, api_version=rk.api_version
@@ -1765,6 +1769,9 @@ class ApiServer:
             if rk.schema is not None:
                 new, meta = _custom_update(new, old, sub)
             self._validate(rk, new, old, strict_events=False)
+            if rk.schema is not None and sub != "status":
+                new = karpenter.round_trip(new, self.karpenter_conversion)
+                meta = new["metadata"]
             changed, removed = managedfields.object_diff(old, new, status=sub == "status")
             if not changed and not removed and _same_object(old, new):
                 return self._render(rk, current, old, target)

@@ -23,13 +23,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from tests.kubeapi.crd import Rule, Schema
+from tests.kubeapi.crd import Rule, Schema, apply_defaults
 from tests.kubeapi.tables import since
 
 GROUP = "karpenter.sh"
 API_VERSION = "karpenter.sh/v1"
 # What a NodePool without any budget gets from the CRD defaults.
 DEFAULT_BUDGETS = [{"nodes": "10%"}]
+
+#: Karpenter releases that serve karpenter.sh/v1 NodePools through their conversion webhook and
+#: store v1beta1 (the v1 migration guide's v0.33.6+, v0.34.7+, ..., v0.37.1+): what a v1 NodePool
+#: keeps of its budgets through v1 -> v1beta1 -> v1. pkg/apis/v1/nodepool_conversion.go (read
+#: via the search tool) copies nodes, schedule and duration of each budget, not `reasons`;
+#: v0.33's v1beta1 has no budgets at all. An empty list is omitted in v1beta1 (omitempty).
+DROPS_REASONS = "v0.34-v0.37"
+DROPS_BUDGETS = "v0.33"
 
 _DURATION = "^([0-9]+(s|m|h))+$"
 _BUDGET = Schema(
@@ -129,6 +137,23 @@ NODEPOOL_SCHEMA = Schema(
     },
     required=("spec",),
 )
+
+
+def round_trip(obj: dict[str, Any], conversion: str | None) -> dict[str, Any]:
+    """`obj` as kube-apiserver stores it through the conversion webhook of `conversion` (one of
+    DROPS_REASONS, DROPS_BUDGETS; None: Karpenter v1, stored as sent) and reads it back: the
+    budgets as converted, then the v1 CRD defaults again (a list gone becomes
+    DEFAULT_BUDGETS). The answer to a write is this object."""
+    disruption = (obj.get("spec") or {}).get("disruption")
+    if conversion is None or not isinstance(disruption, dict) or "budgets" not in disruption:
+        return obj
+    kept = [{k: v for k, v in b.items() if k != "reasons"} for b in disruption["budgets"]]
+    spec = {**obj["spec"], "disruption": {k: v for k, v in disruption.items() if k != "budgets"}}
+    if conversion == DROPS_REASONS and kept:
+        spec["disruption"]["budgets"] = kept
+    out = {**obj, "spec": spec}
+    apply_defaults(out, NODEPOOL_SCHEMA)
+    return out
 
 
 def make_nodepool(
