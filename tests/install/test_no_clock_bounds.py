@@ -16,13 +16,8 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 CLOCKS = {"monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "time", "elapsed"}
 BOUNDS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
-#: Bounds in files other engineers change in this round (issue 28 §3); an entry no longer
-#: in its file excuses nothing, and goes once it is gone.
-KNOWN = {
-    ("access/test_client_access.py", "elapsed < 2 + 3"),  # the access engineer's
-    ("access/test_client_access.py", "elapsed < 4 + 1.5"),  # the access engineer's
-    ("simulate/test_simulate_signals.py", "stopped < 1.0"),  # the renderer's (replay's pace)
-}
+#: Bounds that may stay, as (file, the assert's text); none today.
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _called(node: ast.AST) -> str | None:

