@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from reconcile.rule import decide as rules
-from reconcile.rule import settings
+from reconcile.rule import nodes, settings
 from reconcile.rule.budget import budget_entry
 from reconcile.rule.settings import ConfigError, HoldSettings, Scope, format_duration
 from reconcile.simulate.timeline import Timeline, TimelineNode, iso, load_timeline, parse_time
@@ -130,9 +130,9 @@ def _pool(text: str, hold: HoldSettings, where: str) -> tuple[str, str, str]:
             f"{where}: 'pool:{text}' is not pool:NAME=DURATION or pool:NAME:max=DURATION"
         )
     pool, key = found[1], settings.NODE_MAX_HOLD if found[2] else settings.NODE_HOLD
-    node = rules.NodeView(pool, EPOCH, annotations={key: found[3].strip()})
+    node = rules.NodeView(pool, EPOCH, own=nodes.own_settings({key: found[3].strip()}, None, {}))
     if bad := rules.own_settings(node, hold).bad:
-        raise ConfigError(f"{where}: {bad[0]}; use e.g. pool:{pool}=45m")
+        raise ConfigError(f"{where}: {bad[0][1]}; use e.g. pool:{pool}=45m")
     return pool, key, found[3].strip()
 
 
@@ -169,9 +169,13 @@ def replay_window(
     moments = [t for n in timeline.nodes for t in (n.created, n.deleted) if t is not None]
     step = interval.total_seconds()
     if end is None and timeline.end is None and moments:
-        owns = {n.annotations.get(settings.NODE_HOLD, "") for n in timeline.nodes}
-        owns |= {v for h in holds for _, key, v in _pools(h) if key == settings.NODE_HOLD}
-        views = [rules.NodeView("", moments[0], annotations={settings.NODE_HOLD: v}) for v in owns]
+        key = settings.NODE_HOLD
+        owns = {n.annotations.get(key, "") for n in timeline.nodes}
+        owns |= {p[key] for p in timeline.nodepools.values() if key in p}
+        owns |= {v for h in holds for _, k, v in _pools(h) if k == key}
+        views = [
+            rules.NodeView("", moments[0], own=nodes.own_settings({key: v}, None, {})) for v in owns
+        ]
         longest = max(rules.own_settings(v, h).duration for h in holds for v in views)
         latest = (max(moments) + longest).timestamp()
         end = datetime.fromtimestamp(math.ceil(latest / step) * step, UTC) + interval
@@ -314,12 +318,14 @@ class _Class:
     alone: str | None
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
+    own: nodes.OwnSettings = nodes.NO_OWN  # its hold settings, as a run's node view has them
     members: dict[str, datetime] = field(default_factory=dict)  # name -> creation time
     top: tuple[datetime, str] | None = None  # the youngest member; None: to be found again
 
     @property
     def key(self) -> tuple:
-        return self.alone, frozenset(self.labels.items()), frozenset(self.annotations.items())
+        labels, annotations = frozenset(self.labels.items()), frozenset(self.annotations.items())
+        return self.alone, labels, annotations, self.own
 
     def youngest(self) -> str:
         if self.top is None:
@@ -333,7 +339,9 @@ class _Class:
         if light and not STAMPS.isdisjoint(annotations):
             annotations = {k: v for k, v in annotations.items() if k not in STAMPS}
         created = self.members[name]
-        return rules.NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
+        return rules.NodeView(
+            name, created, "1", f"sim-{name}", False, self.labels, annotations, own=self.own
+        )
 
 
 @dataclass
@@ -364,8 +372,15 @@ class _Replay:
     """One configuration's nodes in memory, and its figures as the runs go by; `due`: the
     runs at which a window must be decided again, the runs in between are counted only."""
 
-    def __init__(self, hold: HoldSettings, window: Window, options: ReplayOptions) -> None:
+    def __init__(
+        self,
+        hold: HoldSettings,
+        window: Window,
+        options: ReplayOptions,
+        pool_settings: nodes.PoolSettings,
+    ) -> None:
         self.hold, self.window, self.options = hold, window, options
+        self.pool_settings = pool_settings  # the NodePools' own, from a NodePool list
         self.result = Result(hold)
         self.wins: dict[str, _Win] = {}
         self.where: dict[str, _Class] = {}  # node -> its class: every node present
@@ -438,9 +453,14 @@ class _Replay:
         name = rules.window_name(rules.NodeView(node.name, created, labels=labels), self.hold)
         win = self.wins.setdefault(name, _Win())
         alone = node.name if self.options.exact else None
-        pool = node.labels.get(self.hold.group_label)  # what --compare says its NodePool says:
-        own = {k: v for p, k, v in _pools(self.hold) if p == pool}
-        cls = _Class(alone, labels, {**node.annotations, **own}, top=(created, node.name))
+        # Its NodePool's settings (a NodePool list in the input), over them what --compare
+        # says its pool (its --group-label value) says, then its own annotations: as a run.
+        group, pool = node.labels.get(self.hold.group_label), node.labels.get(POOL_LABEL)
+        given = {k: v for p, k, v in _pools(self.hold) if p == group}
+        name = pool if pool is not None else group
+        given = {**self.pool_settings.get(name or "", {}), **given}
+        own = nodes.own_settings(node.annotations, name, {name or "": given})
+        cls = _Class(alone, labels, node.annotations, own, top=(created, node.name))
         self._join(win, cls, {node.name: created})
         win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
@@ -668,7 +688,7 @@ def replay(
 ) -> Result:
     """Replay every run of `window` for one configuration; raises SimulationFailed."""
     began = time.perf_counter()
-    state = _Replay(hold, window, options)
+    state = _Replay(hold, window, options, timeline.nodepools)
     result = state.run(schedule(timeline, window))
     result.launches_avoided = launches_avoided(state.kept, timeline, hold.group_label)
     result.node_hours_kept = sum((u - g).total_seconds() for g, u, _ in state.kept) / 3600
