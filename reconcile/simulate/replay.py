@@ -457,9 +457,9 @@ class _Replay:
         # says its pool (its --group-label value) says, then its own annotations: as a run.
         group, pool = node.labels.get(self.hold.group_label), node.labels.get(POOL_LABEL)
         given = {k: v for p, k, v in _pools(self.hold) if p == group}
-        name = pool if pool is not None else group
-        given = {**self.pool_settings.get(name or "", {}), **given}
-        own = nodes.own_settings(node.annotations, name, {name or "": given})
+        named = pool if pool is not None else group
+        given = {**self.pool_settings.get(named or "", {}), **given}
+        own = nodes.own_settings(node.annotations, named, {named or "": given})
         cls = _Class(alone, labels, node.annotations, own, top=(created, node.name))
         self._join(win, cls, {node.name: created})
         win.pending.add(node.name)
