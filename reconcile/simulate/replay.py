@@ -437,7 +437,8 @@ class _Replay:
         result.held_nodes += [self.carrying] * runs
         result.writes += [writes] + [0] * (runs - 1)
         result.events += events
-        result.requests += runs * max(1, math.ceil(len(self.where) / PAGE_SIZE)) + writes + events
+        pages = 1 + max(1, math.ceil(len(self.where) / PAGE_SIZE))  # the NodePools, the nodes
+        result.requests += runs * pages + writes + events
         if self.options.observe:
             views = [self.where[n].view(n) for win in self.wins.values() for n in win.nodes()]
             for i in range(result.runs - runs, result.runs):

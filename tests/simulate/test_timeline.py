@@ -309,7 +309,9 @@ def test_kubectl_list_of_something_else(tmp_path: Path, kind: str) -> None:
     """Node Events are no timeline any more: they live an hour (Prometheus keeps history)."""
     item = {"kind": kind, "metadata": {"name": "x"}}
     message = error(tmp_path, "l.json", json.dumps({"kind": "List", "items": [item]}))
-    assert message.startswith(f": items[0] ({kind} x): kind {kind} is not Node or NodeClaim")
+    assert message.startswith(
+        f": items[0] ({kind} x): kind {kind} is not Node, NodeClaim or NodePool"
+    )
 
 
 @pytest.mark.parametrize(
