@@ -31,7 +31,7 @@ class RunResult:
     event_errors: tuple[str, ...] = ()
     requests: int = 0
     missing: tuple[str, ...] = ()  # named nodes (pin, unpin) that do not exist
-    pools: Pools = field(default_factory=Pools)  # the budget mechanism's NodePools (and release's)
+    pools: Pools = field(default_factory=Pools)  # NodePools: their settings, budgets, release
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -69,8 +69,10 @@ def run_once(
     )
     kube.stop_on(pace.stop)
     with _gc_paused():
-        listing = read_nodes(kube, hold, run, pace)
+        # NodePools first: each node view is built with its NodePool's own settings.
         pools = read_pools(kube, hold, run, pace)
+        hold = replace(hold, nodepools=pools.settings)
+        listing = read_nodes(kube, hold, run, pace)
         hold = replace(hold, budgeted=budget.budgeted(pools.views, listing.nodes, hold))
         plan = decide(listing.nodes, listing.now, hold, run.mode)
         patches = tuple(filter(None, (budget.decide_pool(p, plan) for p in pools.views)))

@@ -174,19 +174,13 @@ def _window_json(window: HoldWindow, result: RunResult, patches: int) -> dict[st
         "freeUntil": _time(window.free_until),  # after --max-hold ended a hold: none before this
         "holdDuration": format_duration(window.duration),
         "maxHold": format_duration(window.max_hold) if window.max_hold else None,
-        "holdDurationFrom": _source(window.sources[0]),
-        "maxHoldFrom": _source(window.sources[1]),
+        "holdDurationFrom": window.sources[0] or "--hold-duration",
+        "maxHoldFrom": window.sources[1] or "--max-hold",
         "triggerNodes": window.triggers,
         "nodes": window.nodes,
         "nodePatches": patches,
         **_window_pools(window, result),
     }
-
-
-def _source(node: str | None) -> str:
-    """Where a window's hold duration or cap comes from: `node/x` (the annotation of its
-    NodePool on node x) or `default` (the option)."""
-    return f"node/{node}" if node else "default"
 
 
 def _window_pools(window: HoldWindow, result: RunResult) -> dict[str, int]:
@@ -376,7 +370,7 @@ def summary(result: RunResult, command: str) -> dict[str, Any]:
         "windows": [_window_json(w, result, patched[w.name]) for w in _shown(plan)],
         "errors": [*result.errors, *result.event_errors],
         "events": events,
-        "badValues": [{"node": n, "value": why} for n, why in plan.bad_values],
+        "badValues": [_bad_value(source, why) for source, why in plan.bad_values],
         "revertedNodePools": [p.name for p in result.pools.views if p.reverted],
         "notFound": list(result.missing),
         "notPinned": [{"node": n, "why": why} for n, why in plan.refused]
@@ -507,17 +501,37 @@ def unheeded(plan: Plan) -> list[str]:
     return found
 
 
+def _bad_value(source: str, why: str) -> dict[str, str]:
+    """`{"nodepool": "batch", ...}` or `{"node": "x", ...}`: where a bad value was read."""
+    kind, _, name = source.partition("/")
+    return {kind: name, "value": why}
+
+
 def bad_values(plan: Plan) -> list[str]:
-    """NodePool settings on nodes that are not settings, once a run: a line per value (at
-    most LISTED), naming its nodes; they hold with the configured setting meanwhile."""
-    nodes: dict[str, list[str]] = defaultdict(list)
-    for node, why in plan.bad_values:
-        nodes[why].append(f"node/{node}")
+    """Hold settings on NodePools or nodes that are not settings, once a run: a line per value
+    (at most LISTED), naming where it is; those nodes hold with the configured setting."""
+    sources: dict[str, list[str]] = defaultdict(list)
+    for source, why in plan.bad_values:
+        sources[why].append(source)
     return [
-        f"{_names(names)}: {why}; those nodes use the configured setting; fix the NodePool's "
-        'spec.template.metadata.annotations (a duration such as 45m, "0": never holds)'
-        for why, names in list(nodes.items())[:LISTED]
+        f"{_names(names)}: {why}; those nodes use the configured setting; fix the value in the "
+        'NodePool\'s metadata.annotations (a duration such as 45m, "0": never holds)'
+        for why, names in list(sources.items())[:LISTED]
     ]
+
+
+def template_settings(plan: Plan) -> str | None:
+    """Karpenter nodes that take a hold setting from their own annotation: their NodePool's
+    template put it there, and editing the template replaces every node of the pool."""
+    if not plan.template_pools:
+        return None
+    pools = _names([f"nodepool/{p}" for p in plan.template_pools])
+    return (
+        f"{pools}: hold settings come from the NodePool's "
+        "spec.template.metadata.annotations (copied onto its nodes); editing them there "
+        "drifts the pool (Karpenter replaces every node): move them to the NodePool's own "
+        "metadata.annotations (docs/design.md#hold-settings-per-nodepool)"
+    )
 
 
 #: More node patches than this in one hold start or end is a burden on the control plane:
@@ -543,6 +557,13 @@ def warnings(result: RunResult, command: str) -> list[str]:
     run), a hold edge too large, and a dry run's holds left in place (a dry run removes nothing:
     they stay until a real run or a release)."""
     found = [*unheeded(result.plan), *bad_values(result.plan)]
+    if template := template_settings(result.plan):
+        found.append(template)
+    if result.pools.unread:
+        found.append(
+            f"NodePools not read ({result.pools.unread}): hold settings from node annotations "
+            "and the options only"
+        )
     if result.pools.unreadable:
         found.append(
             f"NodePools not read ({result.pools.unreadable}): budget entries node-holder added "

@@ -110,11 +110,15 @@ class Client(Transport):
 
     # --- Karpenter v1 NodePools (the budget mechanism) ---
 
-    def list_nodepools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        """Every NodePool, whole: their budgets are in the spec. NotFound: the cluster serves
-        no karpenter.sh/v1 NodePools (no CRD)."""
-        action = Action("list", 'resource "nodepools" in API group "karpenter.sh"', NODEPOOLS_GRANT)
-        return self._items(NODEPOOLS, action, "NodePools", timeout)
+    def list_nodepools(
+        self, *, metadata_only: bool = False, timeout: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Every NodePool: whole (the budget mechanism reads their spec), or with
+        `metadata_only` their metadata (the hold settings are annotations). NotFound: the
+        cluster serves no karpenter.sh/v1 NodePools (no CRD)."""
+        action = Action("list", 'resource "nodepools" in API group "karpenter.sh"', NODES_GRANT)
+        headers = {"Accept": ACCEPT_METADATA_LIST} if metadata_only else {}
+        return self._items(NODEPOOLS, action, "NodePools", timeout, headers)
 
     def nodepool(
         self, name: str, ops: list[dict[str, Any]] | None = None, *, timeout: float | None = None
@@ -158,21 +162,32 @@ class Client(Transport):
         return self._items(f"{_batch(namespace)}/jobs", action, "jobs", timeout)
 
     def _items(
-        self, path: str, action: Action, kind: str, timeout: float | None
+        self,
+        path: str,
+        action: Action,
+        kind: str,
+        timeout: float | None,
+        headers: dict[str, str] | None = None,
     ) -> list[dict[str, Any]]:
         """A list's items, whole and in one page: there are a few (NodePools, a CronJob's Jobs)."""
-        items = self._object("GET", path, action, timeout).get("items") or []
+        items = self._object("GET", path, action, timeout, headers=headers).get("items") or []
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
             raise UnreadableAnswer(f"the answer to list {action.what} is not a list of {kind}")
         return items
 
     def _object(
-        self, method: str, path: str, action: Action, timeout: float | None, patch: Any = None
+        self,
+        method: str,
+        path: str,
+        action: Action,
+        timeout: float | None,
+        patch: Any = None,
+        headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """A whole object (the hand-over reads specs, status and owners), or a patch: a merge
         patch (a dict), or a JSON Patch (a list of operations)."""
         kind = MERGE_PATCH if isinstance(patch, dict) else JSON_PATCH
-        headers = {"Content-Type": kind} if patch is not None else {}
+        headers = {"Content-Type": kind} if patch is not None else (headers or {})
         response = self.request(method, path, action, body=patch, headers=headers, timeout=timeout)
         found = _json(response, action)
         if not isinstance(found, dict):

@@ -1,10 +1,11 @@
-"""NodePools for the budget mechanism (reconcile/rule/budget.py): read them, send each change
-as one JSON Patch; a failed `test` (422) reads it again and decides again, as a 409 on a node."""
+"""NodePools: read once a run for their own hold settings and the budget mechanism
+(reconcile/rule/budget.py); send each budget change as one JSON Patch; a failed `test` (422)
+reads it again and decides again, as a 409 on a node."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from reconcile.cluster.apply import (
     SENT_ERRORS,
@@ -21,6 +22,7 @@ from reconcile.cluster.read import ListFailed
 from reconcile.rule import budget
 from reconcile.rule.budget import PoolPatch, PoolView, decide_pool, pool_view
 from reconcile.rule.decide import Plan
+from reconcile.rule.nodes import PoolSettings, pool_settings
 from reconcile.rule.settings import HoldSettings, Mechanism, Mode, RunSettings
 
 
@@ -39,6 +41,8 @@ class Pools:
     """The NodePools one run read, the changes it plans on them, and how they landed."""
 
     views: tuple[PoolView, ...] = ()
+    settings: PoolSettings = field(default_factory=dict)  # their own hold settings
+    unread: str | None = None  # not read (no CRD: 404; no RBAC: 403): why
     unreadable: str | None = None  # release without the rights to read them: why
     patches: tuple[PoolPatch, ...] = ()
     results: tuple[PoolResult, ...] = ()
@@ -58,19 +62,28 @@ class Pools:
 
 
 def read_pools(kube: Client, hold: HoldSettings, run: RunSettings, pace: Pace) -> Pools:
-    """Every NodePool, for budgets and for release (whatever the mechanism); no NodePool API
-    (404): none. Unreadable: the run changes nothing (ListFailed); release says why, goes on."""
-    if run.mode is not Mode.RELEASE and not hold.mechanism.budgets:
-        return Pools()  # (pin and unpin: no mechanism)
+    """Every NodePool, one list a run: their own hold settings, and for budgets and release
+    their spec (else their metadata alone). Pin and unpin read none. No NodePool API (404) or
+    no right to list them (403): the settings are the nodes' and the options', said once.
+    Any other failure: the run changes nothing (ListFailed), as for the node list; going on
+    with the options could end a NodePool's longer hold early."""
+    if run.only:
+        return Pools()  # pin, unpin: no hold settings, no mechanism
+    whole = run.mode is Mode.RELEASE or hold.mechanism.budgets
     try:
-        items = pace.retry(lambda timeout: kube.list_nodepools(timeout=timeout), "list nodepools")
-    except NotFound:
-        return Pools()
+        items = pace.retry(
+            lambda timeout: kube.list_nodepools(metadata_only=not whole, timeout=timeout),
+            "list nodepools",
+        )
     except (ApiError, TransportError, DeadlineExceeded) as exc:
-        if run.mode is Mode.RELEASE and isinstance(exc, Forbidden):
-            return Pools(unreadable=explain(exc))
+        refused = isinstance(exc, Forbidden)
+        if run.mode is Mode.RELEASE and (refused or isinstance(exc, NotFound)):
+            return Pools(unreadable=explain(exc) if refused else None)
+        if isinstance(exc, NotFound) or (refused and not hold.mechanism.budgets):
+            return Pools(unread=explain(exc))
         raise ListFailed(f"cannot list NodePools: {explain(exc)}; nothing was changed") from None
-    return Pools(tuple(pool_view(item) for item in items))
+    views = tuple(pool_view(item) for item in items) if whole else ()
+    return Pools(views, pool_settings(items))
 
 
 def apply_pools(

@@ -53,9 +53,10 @@ View = Callable[[dict[str, Any]], NodeView]
 
 def _viewer(hold: HoldSettings) -> View:
     """Views that keep the annotations and labels the decision reads (and this tool's own
-    annotations: nodes.node_view)."""
-    annotations, labels = frozenset(hold.annotations), hold.label_keys
-    return lambda metadata: node_view(metadata, annotations, labels)
+    annotations: nodes.node_view), with each node's own hold settings: its NodePool's
+    (`hold.nodepools`), else its annotations."""
+    annotations, labels, pools = frozenset(hold.annotations), hold.label_keys, hold.nodepools
+    return lambda metadata: node_view(metadata, annotations, labels, pools)
 
 
 def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pace: Pace) -> Listing:

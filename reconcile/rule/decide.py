@@ -17,7 +17,14 @@ from enum import StrEnum
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
-from reconcile.rule.nodes import NodeView, claimed_keys, pinned_keys
+from reconcile.rule.nodes import (
+    NO_OWN,
+    NodeView,
+    OwnSettings,
+    claimed_keys,
+    pinned_keys,
+    shown,
+)
 from reconcile.rule.settings import (
     DEFAULT_GROUP_LABEL,
     FREE_UNTIL,
@@ -30,13 +37,11 @@ from reconcile.rule.settings import (
     PINNED,
     STAMP_FORMAT,
     HoldSettings,
-    Invalid,
     Mechanism,
     Mode,
     Scope,
     format_duration,
     format_time,
-    parse_duration,
 )
 
 #: How far a stamp may lie beyond what this run's clock allows before it counts as not
@@ -68,7 +73,9 @@ class HoldWindow:
     free_until: datetime | None = None  # after a capped stretch: no hold before this
     duration: timedelta = timedelta(0)  # the longest own hold of its stretch: its free period
     max_hold: timedelta | None = None  # the smallest cap of its trigger nodes (None: no cap)
-    sources: tuple[str | None, str | None] = (None, None)  # the nodes that set those; None: default
+    #: where those come from: `nodepool/x` (its metadata.annotations), `node/x` (that node's
+    #: annotation); None: --hold-duration, --max-hold
+    sources: tuple[str | None, str | None] = (None, None)
     reach: datetime | None = None  # when the last trigger node's own hold ends, uncapped
     bound: timedelta = timedelta(0)  # the longest hold duration of its nodes (forged stamps)
 
@@ -150,7 +157,10 @@ class Plan:
     windows: tuple[HoldWindow, ...]
     decisions: tuple[NodeDecision, ...]
     transitions: tuple[Transition, ...] = ()
-    bad_values: tuple[tuple[str, str], ...] = ()  # (node, why): its NodePool setting is not used
+    bad_values: tuple[tuple[str, str], ...] = ()  # (nodepool/x or node/x, why): a value not used
+    #: NodePools whose nodes take a setting from their own annotation, which Karpenter copied
+    #: from the template: editing it there replaces every node of the pool (drift)
+    template_pools: tuple[str, ...] = ()
     refused: tuple[tuple[str, str], ...] = ()  # (node, why): `pin` left it as it was
 
     @cached_property  # the report reads them several times a run: one pass over the nodes
@@ -218,50 +228,44 @@ def window_name(node: NodeView, hold: HoldSettings) -> str:
 
 
 class Own(NamedTuple):
-    """A node's own hold settings: its NodePool's annotations, else the configured ones."""
+    """A node's own hold settings against the configured ones: the values that apply."""
 
     duration: timedelta
     cap: timedelta | None
-    sources: tuple[bool, ...] = (False, False)  # (hold, cap): each from the node's annotation
-    bad: tuple[str, ...] = ()  # its values that are not used, and why
+    sources: tuple[str | None, str | None] = (None, None)  # `nodepool/x`, `node`; None: option
+    bad: tuple[tuple[str, str], ...] = ()  # (source, why): its values that are not used
 
 
 def own_settings(node: NodeView, hold: HoldSettings) -> Own:
-    raw = node.annotations.get(NODE_HOLD), node.annotations.get(NODE_MAX_HOLD)
-    if raw == (None, None):
+    """The node's settings as parsed when its view was built (rule/nodes.py), within the
+    configured ones; no text is parsed here."""
+    if node.own is NO_OWN:
         return Own(hold.hold_duration, hold.max_hold)  # most nodes, every run
-    return _own(*raw, hold.hold_duration, hold.max_hold)
+    return _own(node.own, hold.hold_duration, hold.max_hold)
 
 
 @lru_cache(maxsize=256)  # a few values in a cluster, each read on many nodes every run
-def _own(duration: str | None, cap: str | None, default: timedelta, cap0: timedelta | None) -> Own:
-    """The grammar and bounds of --hold-duration ("0": never) and --max-hold (empty: no cap;
-    at least the hold). A bad value is bad input: the configured setting instead."""
-    own, own_cap, bad = default, cap0, {}
-    try:  # "0": this NodePool's nodes never start a hold
-        if duration is not None:
-            zero = duration.strip() == "0"
-            own = timedelta(0) if zero else parse_duration(duration, bare_minutes=True)
-    except Invalid as exc:
-        bad[NODE_HOLD] = exc.problem
-    try:
-        if cap is not None:
-            own_cap = parse_duration(cap) if cap.strip() else None
-            if own_cap is not None and own_cap < own:
-                own_cap = cap0
-                raise Invalid(f"is shorter than the hold ({format_duration(own)})", "")
-    except Invalid as exc:
-        bad[NODE_MAX_HOLD] = exc.problem
-    if own_cap is not None and own > own_cap:  # the configured cap: shorter than this hold
-        own, bad[NODE_HOLD] = default, f"is longer than --max-hold ({format_duration(own_cap)})"
-    given = {NODE_HOLD: duration, NODE_MAX_HOLD: cap}
-    used = tuple(v is not None and k not in bad for k, v in given.items())
-    shown = tuple(f"{k}={_shown(given[k] or '')} {why}" for k, why in bad.items())
-    return Own(own, own_cap, used, shown)
+def _own(own: OwnSettings, default: timedelta, cap0: timedelta | None) -> Own:
+    """The bounds of --max-hold: a node's cap is at least its hold, a node's hold at most the
+    configured cap that applies to it. A value out of bounds: the configured setting instead."""
+    duration = own.hold if own.hold_from else default
+    cap, sources, bad = cap0, [own.hold_from, None], list(own.bad)
+    if own.cap_from:
+        cap, sources[1] = own.cap, own.cap_from
+        if cap is not None and cap < duration:
+            why = f"is shorter than the hold ({format_duration(duration)})"
+            bad.append((own.cap_from, f"{NODE_MAX_HOLD}={shown(own.texts[1])} {why}"))
+            cap, sources[1] = cap0, None
+    if own.hold_from and cap is not None and duration > cap:  # the configured cap: shorter
+        why = f"is longer than --max-hold ({format_duration(cap)})"
+        bad.append((own.hold_from, f"{NODE_HOLD}={shown(own.texts[0])} {why}"))
+        duration, sources[0] = default, None
+    return Own(duration, cap, (sources[0], sources[1]), tuple(bad))
 
 
-def _shown(raw: str) -> str:
-    return repr(raw if len(raw) <= 40 else raw[:40] + "...")
+def source_of(source: str | None, node: str) -> str | None:
+    """Where a setting of `node` comes from, as the report names it: `nodepool/x`, `node/x`."""
+    return f"node/{node}" if source == "node" else source
 
 
 def _last_stretch(
@@ -301,7 +305,7 @@ def _stamp(
     try:
         moment = datetime.strptime(raw, STAMP_FORMAT).replace(tzinfo=UTC)
     except ValueError:
-        return None, f"{key}={_shown(raw)} is not a time node-holder writes"
+        return None, f"{key}={shown(raw)} is not a time node-holder writes"
     if key == HOLD_STARTED and moment > now + STAMP_SLACK:
         return None, f"{key}={raw} is in the future"
     if key == FREE_UNTIL and moment > now + bound + STAMP_SLACK:
@@ -347,8 +351,8 @@ def _window(
         duration=owns[longest].duration,
         max_hold=owns[capper].cap,
         sources=(
-            triggers[longest].name if owns[longest].sources[0] else None,
-            triggers[capper].name if owns[capper].sources[1] else None,
+            source_of(owns[longest].sources[0], triggers[longest].name),
+            source_of(owns[capper].sources[1], triggers[capper].name),
         ),
         reach=max(end for _, end in holds),
     )
@@ -590,7 +594,8 @@ def decide(
         decide_node(node, windows[window_name(node, hold)], hold, mode, now) for node in nodes
     )
     uids = {n.name: n.uid for n in nodes}
-    bad = [(n.name, why) for n in nodes for why in own_settings(n, hold).bad]
+    bad = [(source_of(s, n.name), why) for n in nodes for s, why in own_settings(n, hold).bad]
+    templates = sorted({n.own.template for n in nodes if n.own.template})
     return Plan(
         now=now,
         hold=hold,
@@ -598,5 +603,6 @@ def decide(
         windows=tuple(windows.values()),
         decisions=decisions,
         transitions=_transitions(windows, decisions, uids, hold, mode),
-        bad_values=tuple(bad) if mode is Mode.RECONCILE else (),
+        bad_values=tuple(dict.fromkeys(bad)) if mode is Mode.RECONCILE else (),
+        template_pools=tuple(templates) if mode is Mode.RECONCILE else (),
     )

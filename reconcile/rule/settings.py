@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -89,6 +90,9 @@ class HoldSettings:
     mechanism: Mechanism = Mechanism.ANNOTATION
     #: auto: the NodePools a run holds by their budget entry, not by annotations (rule/budget.py)
     budgeted: frozenset[str] = frozenset()
+    #: Each NodePool's own hold settings (NODE_HOLD, NODE_MAX_HOLD in its metadata.annotations),
+    #: read once a run: a node view is built with its NodePool's (rule/nodes.py)
+    nodepools: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def label_keys(self) -> frozenset[str]:

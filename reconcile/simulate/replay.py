@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from reconcile.rule import decide as rules
-from reconcile.rule import settings
+from reconcile.rule import nodes, settings
 from reconcile.rule.budget import budget_entry
 from reconcile.rule.settings import ConfigError, HoldSettings, Scope, format_duration
 from reconcile.simulate.timeline import Timeline, TimelineNode, iso, load_timeline, parse_time
@@ -132,9 +132,9 @@ def _pool(text: str, hold: HoldSettings, where: str) -> tuple[str, str, str]:
             f"{where}: 'pool:{text}' is not pool:NAME=DURATION or pool:NAME:max=DURATION"
         )
     pool, key = found[1], settings.NODE_MAX_HOLD if found[2] else settings.NODE_HOLD
-    node = rules.NodeView(pool, EPOCH, annotations={key: found[3].strip()})
+    node = rules.NodeView(pool, EPOCH, own=nodes.own_settings({key: found[3].strip()}, None, {}))
     if bad := rules.own_settings(node, hold).bad:
-        raise ConfigError(f"{where}: {bad[0]}; use e.g. pool:{pool}=45m")
+        raise ConfigError(f"{where}: {bad[0][1]}; use e.g. pool:{pool}=45m")
     return pool, key, found[3].strip()
 
 
@@ -171,9 +171,13 @@ def replay_span(
     moments = [t for n in timeline.nodes for t in (n.created, n.deleted) if t is not None]
     step = interval.total_seconds()
     if end is None and timeline.end is None and moments:
-        owns = {n.annotations.get(settings.NODE_HOLD, "") for n in timeline.nodes}
-        owns |= {v for h in holds for _, key, v in _pools(h) if key == settings.NODE_HOLD}
-        views = [rules.NodeView("", moments[0], annotations={settings.NODE_HOLD: v}) for v in owns]
+        key = settings.NODE_HOLD
+        owns = {n.annotations.get(key, "") for n in timeline.nodes}
+        owns |= {p[key] for p in timeline.nodepools.values() if key in p}
+        owns |= {v for h in holds for _, k, v in _pools(h) if k == key}
+        views = [
+            rules.NodeView("", moments[0], own=nodes.own_settings({key: v}, None, {})) for v in owns
+        ]
         longest = max(rules.own_settings(v, h).duration for h in holds for v in views)
         latest = (max(moments) + longest).timestamp()
         end = datetime.fromtimestamp(math.ceil(latest / step) * step, UTC) + interval
@@ -316,11 +320,13 @@ class _Class:
     alone: str | None
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
+    own: nodes.OwnSettings = nodes.NO_OWN  # its hold settings, as a run's node view has them
     members: dict[str, datetime] = field(default_factory=dict)  # name -> creation time
 
     @property
     def key(self) -> tuple:
-        return self.alone, frozenset(self.labels.items()), frozenset(self.annotations.items())
+        labels, annotations = frozenset(self.labels.items()), frozenset(self.annotations.items())
+        return self.alone, labels, annotations, self.own
 
     def view(self, name: str, light: bool = False) -> rules.NodeView:
         """`light`: without the stamps (`STAMPS`), for asking decide() about creation times
@@ -335,7 +341,8 @@ class _Class:
         return self._view(next(iter(self.members)), EPOCH, self.annotations)
 
     def _view(self, name: str, created: datetime, annotations: Mapping[str, str]) -> rules.NodeView:
-        return rules.NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
+        view = rules.NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
+        return replace(view, own=self.own)
 
 
 def _us(moment: datetime) -> int:
@@ -513,8 +520,15 @@ class _Replay:
     """One configuration's nodes in memory, and its figures as the runs go by; `due`: the
     runs at which a window must be decided again, the runs in between are counted only."""
 
-    def __init__(self, hold: HoldSettings, span: Span, options: ReplayOptions) -> None:
+    def __init__(
+        self,
+        hold: HoldSettings,
+        span: Span,
+        options: ReplayOptions,
+        pool_settings: nodes.PoolSettings,
+    ) -> None:
         self.hold, self.span, self.options = hold, span, options
+        self.pool_settings = pool_settings  # the NodePools' own, from a NodePool list
         self.result = Result(hold)
         self.wins: dict[str, _WindowState] = {}
         self.where: dict[str, _Class] = {}  # node -> its class: every node present
@@ -571,7 +585,8 @@ class _Replay:
         result.held_nodes += [self.carrying] * runs
         result.writes += [writes] + [0] * (runs - 1)
         result.events += events
-        result.requests += runs * max(1, math.ceil(len(self.where) / PAGE_SIZE)) + writes + events
+        pages = 1 + max(1, math.ceil(len(self.where) / PAGE_SIZE))  # the NodePools, the nodes
+        result.requests += runs * pages + writes + events
         if self.options.observe:
             views = [self.where[n].view(n) for win in self.wins.values() for n in win.nodes()]
             for i in range(result.runs - runs, result.runs):
@@ -587,9 +602,14 @@ class _Replay:
         name = rules.window_name(rules.NodeView(node.name, created, labels=labels), self.hold)
         win = self.wins.setdefault(name, _WindowState())
         alone = node.name if self.options.exact else None
-        pool = node.labels.get(self.hold.group_label)  # what --compare says its NodePool says:
-        own = {k: v for p, k, v in _pools(self.hold) if p == pool}
-        cls = _Class(alone, labels, {**node.annotations, **own})
+        # Its NodePool's settings (a NodePool list in the input), over them what --compare
+        # says its pool (its --group-label value) says, then its own annotations: as a run.
+        group, pool = node.labels.get(self.hold.group_label), node.labels.get(POOL_LABEL)
+        given = {k: v for p, k, v in _pools(self.hold) if p == group}
+        named = pool if pool is not None else group
+        given = {**self.pool_settings.get(named or "", {}), **given}
+        own = nodes.own_settings(node.annotations, named, {named or "": given})
+        cls = _Class(alone, labels, node.annotations, own)
         self._join(win, cls, {node.name: created})
         win.pending.add(node.name)
         self.group[node.name] = node.labels.get(self.hold.group_label)
@@ -760,7 +780,7 @@ def replay(
 ) -> Result:
     """Replay every run of `span` for one configuration; raises SimulationFailed."""
     began = time.perf_counter()
-    state = _Replay(hold, span, options)
+    state = _Replay(hold, span, options, timeline.nodepools)
     result = state.run(schedule(timeline, span))
     result.launches_avoided = launches_avoided(state.kept, timeline, hold.group_label)
     result.node_hours_kept = sum((u - g).total_seconds() for g, u, _ in state.kept) / 3600

@@ -1,6 +1,7 @@
 """Node timelines for `node-holder simulate`: which nodes existed when, read from files.
 
-YAML and JSON timelines, kubectl's own output (Nodes, Karpenter NodeClaims), and the answer of
+YAML and JSON timelines, kubectl's own output (Nodes, Karpenter NodeClaims, and NodePools for
+their own hold settings), and the answer of
 a Prometheus range query of kube-state-metrics' `kube_node_created` (with `kube_node_labels`
 for the NodePool), so a cluster's data needs no conversion: docs/simulate.md, "Timeline
 formats". Every problem is one TimelineError line (exit 2) naming the file and, for a bad
@@ -77,6 +78,8 @@ class Timeline:
     start: datetime | None = None  # `start:` in a file; a Prometheus answer's first sample
     end: datetime | None = None  # `end:` in a file; a Prometheus answer's last sample
     notes: tuple[str, ...] = ()  # what was skipped or assumed, said once at the top
+    #: NodePool name -> the hold settings in its metadata.annotations (`kubectl get nodepools`)
+    nodepools: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 class _Problem(Exception):
@@ -130,6 +133,7 @@ def load_timeline(paths: Sequence[str], shortest_hold: timedelta | None = None) 
         start=min((p.start for p in parsed if p.start), default=None),
         end=max((p.end for p in parsed if p.end), default=None),
         notes=tuple(note for p in parsed for note in p.notes),
+        nodepools={k: v for p in parsed for k, v in p.nodepools.items()},
     )
 
 
@@ -213,6 +217,8 @@ def _interpret(data: Any) -> Timeline:
             "not a timeline: expected a mapping with a `nodes:` list (see docs/simulate.md), "
             "the output of `kubectl get nodes -o json`, or a Prometheus range query's answer"
         )
+    if data.get("kind") == "NodePool":  # one, as `kubectl get nodepool batch -o json` shows it
+        return _kube_list({"items": [data]})
     if "items" in data or str(data.get("kind", "")).endswith("List"):
         return _kube_list(data)
     if "nodes" not in data:
@@ -337,6 +343,7 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
     list_kind = str(data.get("kind", ""))
     default_kind = list_kind.removesuffix("List") if list_kind != "List" else ""
     nodes: list[TimelineNode] = []
+    pools: dict[str, dict[str, str]] = {}
     claims = 0
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -344,17 +351,23 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
         kind = str(item.get("kind") or default_kind)
         meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
         record = f"items[{i}] ({kind} {meta.get('name')})" if meta.get("name") else f"items[{i}]"
-        if kind not in ("Node", "NodeClaim"):
+        if kind not in ("Node", "NodeClaim", "NodePool"):
             raise _at(
                 record,
-                f"kind {kind or '(none)'} is not Node or NodeClaim; use "
-                "`kubectl get nodes -o json` or `kubectl get nodeclaims -o json`",
+                f"kind {kind or '(none)'} is not Node, NodeClaim or NodePool; use `kubectl get "
+                "nodes -o json`, `kubectl get nodeclaims -o json` or `kubectl get nodepools "
+                "-o json`",
             )
+        if kind == "NodePool":  # its own hold settings, for the nodes of that pool
+            name = _name(meta.get("name"), "metadata.name", record)
+            own = _mapping(meta.get("annotations"), "annotations", record, "{}")
+            pools[name] = {k: v for k, v in own.items() if k in (NODE_HOLD, NODE_MAX_HOLD)}
+            continue
         fields = _kube_fields(item, meta, kind)
         nodes += [_node(record, fields)] if fields else []
         claims += fields is None
     notes = [f"{claims} NodeClaim(s) without status.nodeName left out (no node)"] if claims else []
-    return Timeline(nodes, notes=tuple(notes))
+    return Timeline(nodes, notes=tuple(notes), nodepools=pools)
 
 
 def _kube_fields(item: dict[str, Any], meta: dict[str, Any], kind: str) -> Fields | None:

@@ -20,7 +20,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from reconcile.rule.decide import KeyState, Mode, decide, key_state
-from reconcile.rule.nodes import NodeView, claimed_keys, pinned_keys
+from reconcile.rule.nodes import NodeView, claimed_keys, own_settings, pinned_keys
 from reconcile.rule.selectors import parse_selector
 from reconcile.rule.settings import (
     FREE_UNTIL,
@@ -96,6 +96,12 @@ hold_settings = st.builds(
 )
 
 
+def parsed(view: NodeView) -> NodeView:
+    """The view with its own settings parsed from its annotations, as node_view does when a
+    run builds it (no NodePool objects here: the node's annotation is the source)."""
+    return replace(view, own=own_settings(view.annotations, view.labels.get(POOL), {}))
+
+
 @st.composite
 def clusters(draw: st.DrawFn) -> list[NodeView]:
     count = draw(st.integers(min_value=0, max_value=12))
@@ -103,16 +109,18 @@ def clusters(draw: st.DrawFn) -> list[NodeView]:
     for i in range(count):
         labels = draw(label_maps)
         nodes.append(
-            NodeView(
-                name=f"node-{i}",
-                created=T0 - draw(ages),
-                resource_version=str(i + 1),
-                uid=f"uid-{i}",
-                deleting=draw(st.booleans().map(lambda b: b and draw(st.integers(0, 4)) == 0)),
-                labels=labels,
-                annotations=draw(annotation_maps),
-                # A Karpenter NodeClaim's node before its NodePool label arrives.
-                registering=POOL not in labels and draw(st.integers(0, 3)) == 0,
+            parsed(
+                NodeView(
+                    name=f"node-{i}",
+                    created=T0 - draw(ages),
+                    resource_version=str(i + 1),
+                    uid=f"uid-{i}",
+                    deleting=draw(st.booleans().map(lambda b: b and draw(st.integers(0, 4)) == 0)),
+                    labels=labels,
+                    annotations=draw(annotation_maps),
+                    # A Karpenter NodeClaim's node before its NodePool label arrives.
+                    registering=POOL not in labels and draw(st.integers(0, 3)) == 0,
+                )
             )
         )
     return nodes
@@ -125,12 +133,14 @@ pool_settings = st.fixed_dictionaries(
 )
 pool_nodes = st.lists(st.tuples(young, label_maps, pool_settings), max_size=8).map(
     lambda rows: [
-        NodeView(f"node-{i}", T0 - age, str(i + 1), f"uid-{i}", False, labels, own)
+        parsed(NodeView(f"node-{i}", T0 - age, str(i + 1), f"uid-{i}", False, labels, own))
         for i, (age, labels, own) in enumerate(rows)
     ]
 )
 newcomers = st.builds(
-    lambda age, labels, own: NodeView("newcomer", T0 - age, "999", "uid-new", False, labels, own),
+    lambda age, labels, own: parsed(
+        NodeView("newcomer", T0 - age, "999", "uid-new", False, labels, own)
+    ),
     young,
     label_maps,
     pool_settings,
@@ -300,7 +310,9 @@ def test_a_new_node_during_a_hold_costs_exactly_one_write(
 def uncapped(nodes: list[NodeView]) -> list[NodeView]:
     """The nodes without their NodePools' caps."""
     return [
-        replace(n, annotations={k: v for k, v in n.annotations.items() if k != NODE_MAX_HOLD})
+        parsed(
+            replace(n, annotations={k: v for k, v in n.annotations.items() if k != NODE_MAX_HOLD})
+        )
         for n in nodes
     ]
 

@@ -1,10 +1,11 @@
-"""Hold settings per NodePool (issue 23 §1), through the API test server.
+"""Hold settings per NodePool (issue 23 §1, issue 29 §3), through the API test server.
 
-A NodePool sets its own hold duration and cap in its node template's annotations, which
-Karpenter copies onto every node it launches; `launch` below does that copy. Each trigger
-node holds for its own duration, a window's cap is the smallest of its trigger nodes', a
-pool with "0" starts no hold, and a bad value falls back to the configured setting and is
-said once per run. Every case runs the real CLI.
+A NodePool sets its own hold duration and cap in its own metadata.annotations (one list of
+NodePools a run), or, the older form, in its node template's annotations, which Karpenter
+copies onto every node it launches (`launch` below does that copy); a node without a NodePool
+may carry them itself. Each trigger node holds for its own duration, a window's cap is the
+smallest of its trigger nodes', a pool with "0" starts no hold, and a bad value falls back to
+the configured setting and is said once per run. Every case runs the real CLI.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.clusters import CliResult, run_cli
-from tests.kubeapi.apiserver import ApiServer
+from tests.kubeapi.apiserver import ApiServer, Fault
 
 KEY = "karpenter.sh/do-not-disrupt"
 FREE = "node-holder.dev/free-until"
@@ -71,7 +72,7 @@ def test_each_pool_holds_for_its_own_duration_and_zero_never_holds(
     row = next(line for line in text.lines if line.startswith(f"{POOL}=batch "))
     assert "45m (node/batch-new)" in row and "2h (node/batch-new)" in row, row
     web = next(line for line in text.lines if line.startswith(f"{POOL}=web "))
-    assert "20m (default)" in web and "none (default)" in web, web
+    assert "20m (--hold-duration)" in web and "none (--max-hold)" in web, web
     windows = {w["name"]: w for w in status.json["windows"]}
     batch, gpu = windows[f"{POOL}=batch"], windows[f"{POOL}=gpu"]
     assert (batch["holdDuration"], batch["holdDurationFrom"]) == ("45m", "node/batch-new")
@@ -79,7 +80,7 @@ def test_each_pool_holds_for_its_own_duration_and_zero_never_holds(
     assert (gpu["triggerNodes"], gpu["holdDuration"], gpu["holdDurationFrom"]) == (
         0,
         "20m",
-        "default",
+        "--hold-duration",
     )
 
     api.advance_clock(timedelta(minutes=16))  # batch-new is 46m old: past its own 45m
@@ -154,7 +155,7 @@ def test_a_bad_value_falls_back_to_the_configured_setting_and_is_said_once(
         assert held(api, f"{pool}-0", f"{pool}-1") == [pool == "short-cap"] * 2, pool
         (line,) = [x for x in text.stderr.splitlines() if words in x]
         assert f"node/{pool}-0, node/{pool}-1: {words}" in line
-        assert "configured setting" in line and "spec.template.metadata.annotations" in line
+        assert "configured setting" in line and "NodePool's metadata.annotations" in line
     listed = {(b["node"], b["value"]) for b in real.json["badValues"]}
     assert listed == {(f"{p}-{i}", words) for p, (_, words) in BAD.items() for i in range(2)}
     (window,) = [w for w in real.json["windows"] if w["name"] == f"{POOL}=short-cap"]
@@ -175,3 +176,140 @@ def test_many_bad_values_keep_every_line_short(api: ApiServer, kubeconfig: Path)
     assert all(len(b["value"]) < 120 for b in data["badValues"])  # the value is cut short
     assert 0 < len(re.findall(HOLD, result.stderr)) <= 20
     assert json.loads(result.lines[-1]) == data
+
+
+METADATA = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+def pool_lists(api: ApiServer) -> list[str]:
+    """The Accept header of each NodePool list the runs sent."""
+    return [r.accept for r in api.requests if r.method == "GET" and r.path.endswith("/nodepools")]
+
+
+def test_the_nodepool_object_sets_them_first_then_the_node_then_the_option(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """batch's NodePool says 45m and 2h (its node's own 10m loses); web's template put 30m
+    on its node (said once, naming web: editing the template drifts the pool); a managed
+    node group's node carries 25m itself; gpu says nothing. One metadata-only NodePool list
+    a run, no NodePool written; status names each source."""
+    api.set_clock(T0)
+    api.add_nodepool("batch", annotations={HOLD: "45m", MAX: "2h"})
+    api.add_nodepool("web")
+    api.add_nodepool("gpu")
+    launch(api, "batch-new", "batch", timedelta(minutes=30), **{HOLD: "10m"})
+    launch(api, "web-new", "web", timedelta(minutes=25), **{HOLD: "30m"})
+    launch(api, "gpu-new", "gpu", timedelta(minutes=15))
+    api.add_node(
+        "ng-new",
+        created=api.now() - timedelta(minutes=24),
+        labels={"eks.amazonaws.com/nodegroup": "ng"},
+        annotations={HOLD: "25m"},
+        eks=False,
+    )
+    api.reset_log()
+    result = run(kubeconfig, "reconcile", "--hold-scope", "node", "--output", "json")
+    assert result.code == 0, result.stderr
+    assert held(api, "batch-new", "web-new", "ng-new", "gpu-new") == [True] * 4
+    assert pool_lists(api) == [METADATA]
+    assert api.writes("nodepools") == []
+    (warning,) = [line for line in result.stderr.splitlines() if "drifts the pool" in line]
+    assert " nodepool/web: hold settings come from the NodePool's spec.template" in warning
+    assert "NodePool's own metadata.annotations" in warning and "batch" not in warning
+
+    status = run(kubeconfig, "status", "--hold-scope", "node", "--output", "json")
+    text = run(kubeconfig, "status", "--hold-scope", "node")
+    assert status.code == text.code == 0, status.stderr
+    sources = {
+        w["name"]: (w["holdDuration"], w["holdDurationFrom"], w["maxHold"], w["maxHoldFrom"])
+        for w in status.json["windows"]
+    }
+    assert sources == {
+        "node/batch-new": ("45m", "nodepool/batch", "2h", "nodepool/batch"),
+        "node/web-new": ("30m", "node/web-new", None, "--max-hold"),
+        "node/ng-new": ("25m", "node/ng-new", None, "--max-hold"),
+        "node/gpu-new": ("20m", "--hold-duration", None, "--max-hold"),
+    }
+    row = next(line for line in text.lines if line.startswith("node/batch-new "))
+    assert "45m (nodepool/batch)" in row and "2h (nodepool/batch)" in row, row
+
+    api.edit_nodepool("batch", lambda p: p["metadata"]["annotations"].update({HOLD: "20m"}))
+    assert run(kubeconfig, "reconcile", "--hold-scope", "node").code == 0
+    assert held(api, "batch-new") == [False]  # 30m old: past the NodePool's new 20m
+
+
+def test_a_bad_value_on_the_nodepool_is_said_once_naming_it(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    api.set_clock(T0)
+    api.add_nodepool("batch", annotations={HOLD: "45 minutes"})
+    for i in range(3):
+        launch(api, f"batch-{i}", "batch", timedelta(minutes=25))
+    result = run(kubeconfig, "reconcile", "--output", "json")
+    assert result.code == 0, result.stderr
+    assert held(api, "batch-0") == [False]  # the configured 20m
+    words = f"{HOLD}='45 minutes' is not a duration"
+    assert result.json["badValues"] == [{"nodepool": "batch", "value": words}]
+    (line,) = [x for x in result.stderr.splitlines() if words in x]
+    assert f" nodepool/batch: {words}; those nodes use the configured setting" in line
+
+
+def test_without_the_nodepool_crd_or_the_right_to_list_the_run_goes_on(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """404 (no CRD) and 403 (no RBAC): the node's own annotation and the options hold, and
+    the run says once that it read no NodePools."""
+    api.set_clock(T0)
+    launch(api, "batch-new", "batch", timedelta(minutes=30), **{HOLD: "45m"})
+    api.add_nodepool("batch", annotations={HOLD: "10m"})
+    for case in ("404", "403"):
+        api.nodepools_served = case == "403"
+        if case == "403":
+            api.inject(Fault(method="GET", path=r"/nodepools$", status=403, times=None))
+        result = run(kubeconfig, "reconcile", "--output", "json")
+        assert result.code == 0, (case, result.stderr)
+        assert held(api, "batch-new") == [True], case  # its own 45m: 30m old
+        lines = [x for x in result.stderr.splitlines() if "NodePools not read (" in x]
+        assert len(lines) == 1, (case, result.stderr)
+        assert "hold settings from node annotations and the options only" in lines[0]
+
+
+def test_any_other_failure_of_the_nodepool_list_changes_nothing_and_exits_1(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """A 500 or a dropped connection on every NodePool list: falling back to the options
+    could end batch's 45m hold early (its node is 30m old, the option is 20m)."""
+    api.set_clock(T0)
+    api.add_nodepool("batch", annotations={HOLD: "45m"})
+    launch(api, "batch-new", "batch", timedelta(minutes=30))
+    assert run(kubeconfig, "reconcile").code == 0
+    assert held(api, "batch-new") == [True]
+    api.advance_clock(timedelta(minutes=5))
+    for fault in (
+        Fault(method="GET", path=r"/nodepools$", status=500, times=None),
+        Fault(method="GET", path=r"/nodepools$", drop_connection=True, times=None),
+    ):
+        api.reset_log()
+        api.inject(fault)
+        result = run(kubeconfig, "reconcile", "--timeout", "5s")
+        assert result.code == 1, result.stderr
+        assert "cannot list NodePools" in result.stderr and "nothing was changed" in result.stderr
+        assert api.writes() == [] and api.writes("nodepools") == []
+        assert held(api, "batch-new") == [True]
+        fault.times = 0  # spent: the next case's alone
+
+
+def test_the_budget_mechanism_reads_the_same_one_list_whole(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """--mechanism budget needs the NodePools' spec: one list, whole, serves both."""
+    api.set_clock(T0)
+    api.add_nodepool("batch", annotations={HOLD: "45m"})
+    launch(api, "batch-new", "batch", timedelta(minutes=30))
+    api.reset_log()
+    result = run(kubeconfig, "reconcile", "--mechanism", "budget", "--output", "json")
+    assert result.code == 0, result.stderr
+    assert pool_lists(api) == [""] or METADATA not in pool_lists(api)[0]
+    assert len(pool_lists(api)) == 1
+    (window,) = result.json["windows"]
+    assert (window["held"], window["holdDurationFrom"]) == (True, "nodepool/batch")

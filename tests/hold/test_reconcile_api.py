@@ -44,10 +44,12 @@ def test_list_is_paged_metadata_only_and_steady_run_sends_nothing_else(
     result = reconcile(kubeconfig)
     assert result.code == 0, result.stderr
     log = api.requests
-    # A first page of 20 nodes, then pages sized to their bytes (at most --page-size 500).
+    # The NodePools (their hold settings) in one list, then a first page of 20 nodes, then
+    # pages sized to their bytes (at most --page-size 500).
     limits = ["20", "500", "500", "500"]
     assert [(r.method, r.path, r.query.get("limit")) for r in log] == [
-        ("GET", NODES, limit) for limit in limits
+        ("GET", "/apis/karpenter.sh/v1/nodepools", None),
+        *(("GET", NODES, limit) for limit in limits),
     ]
     assert all("as=PartialObjectMetadataList" in r.accept for r in log)
     assert all("gzip" in r.accept_encoding for r in log)

@@ -194,11 +194,17 @@ def test_a_node_annotation_in_an_old_form_is_bad_input_that_names_what_to_write(
     assert (own.duration, own.cap, own.sources) == (
         hold.hold_duration,
         hold.max_hold,
-        (False, False),
+        (None, None),
     )
     assert own.bad == (
-        f"{NODE_HOLD}='PT45M' is an ISO 8601 duration (45m), which node-holder no longer reads",
-        f"{NODE_MAX_HOLD}='1w' is counted in weeks (7d), which node-holder no longer reads",
+        (
+            "node",
+            f"{NODE_HOLD}='PT45M' is an ISO 8601 duration (45m), which node-holder no longer reads",
+        ),
+        (
+            "node",
+            f"{NODE_MAX_HOLD}='1w' is counted in weeks (7d), which node-holder no longer reads",
+        ),
     )
     fixed = created | {"annotations": {NODE_HOLD: "45m", NODE_MAX_HOLD: "7d"}}
     own = own_settings(node_view(fixed, frozenset(), frozenset()), hold)

@@ -98,7 +98,7 @@ def test_one_new_node_in_an_old_cluster_holds_for_exactly_the_hold_duration(
         "removed_while_held": 0,
     }
     # Every run lists once; the rest are the patches and Events: all went to the server.
-    assert twenty["requests"] == 60 + 6 + 2
+    assert twenty["requests"] == 60 * 2 + 6 + 2  # a NodePool list and a node page a run
     assert twenty["heldShare"] == pytest.approx(20 / 60)
     assert twenty["nodeMinutes"] == 180.0
     assert twenty["heldNodes"] == [3] * 20 + [0] * 40
@@ -273,9 +273,9 @@ def test_requests_are_computed_as_list_pages_patches_and_events(tmp_path: Path) 
     # 1,001 nodes: 3 list pages of 500 per run; every node patched on and off; 2 Events.
     assert column["writes"]["total"] == 2 * 1001
     assert column["events"] == 2
-    assert column["requests"] == 30 * 3 + 2 * 1001 + 2
+    assert column["requests"] == 30 * 4 + 2 * 1001 + 2
     quiet = simulate_json(path, "--no-events")["configurations"][0]
-    assert (quiet["events"], quiet["requests"]) == (0, 30 * 3 + 2 * 1001)
+    assert (quiet["events"], quiet["requests"]) == (0, 30 * 4 + 2 * 1001)
 
 
 def test_a_hand_set_annotation_is_never_touched(tmp_path: Path) -> None:

@@ -309,7 +309,9 @@ def test_kubectl_list_of_something_else(tmp_path: Path, kind: str) -> None:
     """Node Events are no timeline any more: they live an hour (Prometheus keeps history)."""
     item = {"kind": kind, "metadata": {"name": "x"}}
     message = error(tmp_path, "l.json", json.dumps({"kind": "List", "items": [item]}))
-    assert message.startswith(f": items[0] ({kind} x): kind {kind} is not Node or NodeClaim")
+    assert message.startswith(
+        f": items[0] ({kind} x): kind {kind} is not Node, NodeClaim or NodePool"
+    )
 
 
 @pytest.mark.parametrize(
@@ -376,3 +378,52 @@ def test_bad_annotations_name_the_entry(tmp_path: Path, annotations: str, words:
     )
     message = error(tmp_path, "t.yaml", text)
     assert message.startswith(f": nodes[0] (name a): {words}"), message
+
+
+NODEPOOLS = {
+    "kind": "NodePoolList",
+    "apiVersion": "karpenter.sh/v1",
+    "items": [
+        {
+            "kind": "NodePool",
+            "metadata": {
+                "name": "batch",
+                "annotations": {"node-holder.dev/hold-duration": "45m", "other": "x"},
+            },
+            "spec": {"template": {"spec": {}}},
+        },
+        {"kind": "NodePool", "metadata": {"name": "web"}},
+    ],
+}
+
+
+def test_a_nodepool_list_gives_each_pool_its_own_settings_in_the_replay(tmp_path: Path) -> None:
+    """`kubectl get nodepools -o json` beside the nodes: batch's NodePool says 45m. One new
+    batch node (its own annotation 10m, which the NodePool's value overrides, as in a run)
+    holds the old nodes 45 one-minute runs; a web node the default 20m. The same through one
+    NodePool alone."""
+    nodes = write(
+        tmp_path,
+        "nodes.yaml",
+        "nodes:\n"
+        "- {name: old, created: 2024-05-13T00:00:00Z}\n"
+        "- {name: b1, created: 2024-05-14T00:00:00Z, labels: {karpenter.sh/nodepool: batch},"
+        " annotations: {node-holder.dev/hold-duration: 10m}}\n"
+        "- {name: w1, created: 2024-05-14T02:00:00Z, labels: {karpenter.sh/nodepool: web}}\n",
+    )
+    pools = write(tmp_path, "nodepools.json", json.dumps(NODEPOOLS))
+    timeline = load_timeline([nodes, pools])
+    assert timeline.nodepools == {"batch": {"node-holder.dev/hold-duration": "45m"}, "web": {}}
+    one = write(tmp_path, "batch.json", json.dumps(NODEPOOLS["items"][0]))
+    window = ("--start", "2024-05-14T00:00:00Z", "--end", "2024-05-14T03:00:00Z")
+    for given in ([nodes], [nodes, pools], [nodes, one]):
+        result = run_cli("simulate", *given, *window, "--output", "json")
+        assert result.code == 0, result.stderr
+        (column,) = json.loads(result.stdout)["configurations"]
+        held = 10 + 20 if given == [nodes] else 45 + 20
+        assert column["heldRuns"] == held, given
+
+
+def test_a_nodepool_without_a_name_names_the_record(tmp_path: Path) -> None:
+    message = error(tmp_path, "pools.json", json.dumps({"kind": "NodePool", "metadata": {}}))
+    assert message.startswith(": items[0]: no metadata.name"), message
