@@ -75,7 +75,8 @@ def run_once(
         plan = decide(listing.nodes, listing.now, hold, run.mode)
         patches = tuple(filter(None, (budget.decide_pool(p, plan) for p in pools.views)))
         pools = replace(pools, patches=patches)
-    missing = tuple(sorted(set(run.only) - {d.node for d in plan.decisions}))
+    found = {d.node for d in plan.decisions} if run.only else set()  # pin, unpin: a few nodes
+    missing = tuple(sorted(set(run.only) - found))
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
     result = RunResult(plan, listing, run.dry_run, requests=kube.requests, missing=missing)
     if run.dry_run:

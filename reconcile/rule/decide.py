@@ -337,10 +337,9 @@ def _window(
     bound, triggers = hold.hold_duration, []
     for node in members:
         own = own_settings(node, hold)
-        if own.duration > bound:
-            bound = own.duration
+        bound = max(bound, own.duration)
         if _triggers(node, own, hold):
-            start = node.created if node.created < now else now
+            start = min(node.created, now)  # a skewed server's future counts as now
             triggers.append(_Trigger((node.created, node.name), start, start + own.duration, own))
     window = HoldWindow(name, False, nodes=len(members), max_hold=hold.max_hold, bound=bound)
     if not triggers:
