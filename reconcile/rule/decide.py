@@ -320,9 +320,10 @@ def _triggers(node: NodeView, own: Own, hold: HoldSettings) -> bool:
 
 
 class _Trigger(NamedTuple):
-    """A trigger node's own hold [start, end); `order` is the rule's: creation, then name."""
+    """A trigger node's own hold [start, end)."""
 
-    order: tuple[datetime, str]
+    created: datetime
+    name: str
     start: datetime  # its creation, a skewed server's future counting as now
     end: datetime
     own: Own
@@ -340,7 +341,7 @@ def _window(
         bound = max(bound, own.duration)
         if _triggers(node, own, hold):
             start = min(node.created, now)  # a skewed server's future counts as now
-            triggers.append(_Trigger((node.created, node.name), start, start + own.duration, own))
+            triggers.append(_Trigger(node.created, node.name, start, start + own.duration, own))
     window = HoldWindow(name, False, nodes=len(members), max_hold=hold.max_hold, bound=bound)
     if not triggers:
         return _stamped(replace(window, duration=hold.hold_duration), members, now, hold)
@@ -358,7 +359,7 @@ def _window(
     window = replace(
         window,
         held=now < until,
-        youngest=youngest.order[1],
+        youngest=youngest.name,
         youngest_created=youngest.start,
         hold_until=until,
         stretch_start=min(t.start for t in stretch),
@@ -367,8 +368,8 @@ def _window(
         duration=duration,
         max_hold=cap,
         sources=(
-            longest.order[1] if longest.own.sources[0] else None,
-            capper.order[1] if capper.own.sources[1] else None,
+            longest.name if longest.own.sources[0] else None,
+            capper.name if capper.own.sources[1] else None,
         ),
         reach=max(t.end for t in triggers),
     )
@@ -376,7 +377,8 @@ def _window(
 
 
 def _order(trigger: _Trigger) -> tuple[datetime, str]:
-    return trigger.order
+    """The rule's order of trigger nodes: creation, then name."""
+    return trigger.created, trigger.name
 
 
 #: How far back _last_chain walks before sorting is cheaper: each step is a pass over the
