@@ -77,7 +77,8 @@ def run_once(
         plan = decide(listing.nodes, listing.now, hold, run.mode)
         patches = tuple(filter(None, (budget.decide_pool(p, plan) for p in pools.views)))
         pools = replace(pools, patches=patches)
-    missing = tuple(sorted(set(run.only) - {d.node for d in plan.decisions}))
+    found = {d.node for d in plan.decisions} if run.only else set()  # pin, unpin: a few nodes
+    missing = tuple(sorted(set(run.only) - found))
     if not run.dry_run:
         # NodePools first: a budget entry that takes over from annotations lands before they go.
         pools = apply_pools(pools, plan, kube, pace, on_result or (lambda _: None))

@@ -289,7 +289,7 @@ QPS = Setting(
     "--qps",
     "NODE_HOLDER_QPS",
     rate(10_000),
-    "Node writes a second at most; auto: max(200, nodes/300). Halved on 429 and on slow "
+    "Node writes a second at most; auto: max(200, nodes/300). Halved on 429 and 5xx "
     "answers, then recovers slowly; reconcile ends a hold at half the rate. 0: no limit.",
     "auto",
 )

@@ -12,9 +12,9 @@ import math
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http.client import responses
 from typing import TypeVar
 
 from reconcile.cluster.errors import ApiError, ServerError, TooManyRequests, TransportError
@@ -76,10 +76,12 @@ class Backoff:
 #: The default write rate (`--qps auto`): max(200, nodes / 300) a second, about what the
 #: kubelets' own Node status updates (one per node every 5 minutes) already cost the control plane.
 AUTO_QPS, AUTO_NODES_PER_QPS = 200.0, 300
-#: Back-off: a 429, or a p95 of the last SAMPLES write latencies above SLOW seconds, halves the
-#: rate (at most once a second, never below MIN_QPS); each write answered within SLOW seconds
+#: Back-off: the API server's own word that it is overloaded, a 429 (API Priority and Fairness)
+#: or a 5xx, halves the rate (at most once a second, never below MIN_QPS); each write it answers
 #: gives back RECOVERY of the ceiling per second since the last change (half to full: 15 s).
-SAMPLES, SLOW, RECOVERY, MIN_QPS = 20, 1.0, 1 / 30, 1.0
+#: How long an answer took is no signal: the client cannot tell a slow server from its own
+#: slowness (a starved CPU, the other workers holding the GIL), which a latency also measures.
+RECOVERY, MIN_QPS = 1 / 30, 1.0
 
 
 class RateLimiter:
@@ -97,7 +99,6 @@ class RateLimiter:
         self._tokens = float(self.burst)
         self._stamp = self._changed = clock()
         self._cut = -math.inf
-        self._latencies: deque[float] = deque(maxlen=SAMPLES)
         self._lock = threading.Lock()
 
     def fit(self, nodes: int) -> None:
@@ -127,26 +128,21 @@ class RateLimiter:
             if stop.wait(wait):
                 raise Interrupted("rate limit")
 
-    def observe(self, seconds: float, throttled: bool = False) -> None:
-        """One write's answer: a 429 (`throttled`) or a slow p95 halves the rate, a quick
-        answer gives some of it back."""
+    def observe(self, refused: str | None = None) -> None:
+        """One write's answer: the server's refusal (`refused`: why, e.g. "429 Too Many
+        Requests") halves the rate, any other answer gives some of it back."""
         if self.ceiling <= 0:
             return
         with self._lock:
             now = self.clock()
             self._refill(now)  # the tokens so far at the rate so far
-            self._latencies.append(seconds)
-            full = len(self._latencies) == SAMPLES
-            p95 = sorted(self._latencies)[math.ceil(0.95 * SAMPLES) - 1] if full else 0.0
-            if (throttled or p95 > SLOW) and now - self._cut >= 1.0:
-                self.qps = max(self.qps / 2, min(MIN_QPS, self.ceiling))
-                self._cut = self._changed = now
-                self._latencies.clear()
-                why = "429 Too Many Requests" if throttled else f"p95 write latency {p95:.2g}s"
-                log.info("node writes slowed to %.3g/s (%s)", self.qps, why)
-            elif not throttled and p95 <= SLOW and seconds <= SLOW:
+            if refused is None:
                 grown = self.qps + self.ceiling * RECOVERY * (now - self._changed)
                 self.qps, self._changed = min(self.ceiling, grown), now
+            elif now - self._cut >= 1.0:
+                self.qps = max(self.qps / 2, min(MIN_QPS, self.ceiling))
+                self._cut = self._changed = now
+                log.info("node writes slowed to %.3g/s (%s)", self.qps, refused)
 
 
 @dataclass(frozen=True)
@@ -188,7 +184,7 @@ class Pace:
         """Run `call(timeout)` until it succeeds, a non-transient error, or the budget ends.
 
         A `write` waits for `cost` tokens of the rate limit before each try, and its answer
-        (how long it took, a 429) steers the rate. Transient: 429 (after its Retry-After),
+        (a 429 or a 5xx, or any other) steers the rate. Transient: 429 (after its Retry-After),
         5xx, and transport errors (reset, refused, timed out). Anything else (400, 401, 403,
         404, 409, 410, 422) is the caller's to handle and is raised at once.
         """
@@ -201,17 +197,18 @@ class Pace:
             remaining = self.deadline.remaining()
             if remaining <= 0:
                 raise DeadlineExceeded(what)
-            started, throttled = self.limiter.clock(), False
+            refused = None  # the server's word that it is overloaded: a 429 or a 5xx
             try:
                 return call(min(self.request_timeout, remaining))
             except (TooManyRequests, ServerError) as exc:
                 error: Exception = exc
-                retry_after, throttled = exc.retry_after, isinstance(exc, TooManyRequests)
-            except TransportError as exc:
+                retry_after = exc.retry_after
+                refused = f"{exc.status} {responses.get(exc.status, exc.reason)}"
+            except TransportError as exc:  # a reset or a timeout: could be either side's fault
                 error, retry_after = exc, None
             finally:
                 if write:
-                    self.limiter.observe(self.limiter.clock() - started, throttled)
+                    self.limiter.observe(refused)
             attempt += 1
             if attempt >= self.backoff.attempts:
                 raise error

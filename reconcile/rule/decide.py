@@ -313,50 +313,96 @@ def _stamp(
     return moment, None
 
 
-def _triggers(node: NodeView, hold: HoldSettings) -> bool:
+def _triggers(node: NodeView, own: Own, hold: HoldSettings) -> bool:
     """Whether this node's arrival starts a hold of its window ("0": its NodePool's never do)."""
-    if node.deleting or not hold.trigger_selector.matches(node.labels):
+    if node.deleting or not own.duration:
         return False
-    if not own_settings(node, hold).duration:
-        return False
+    if hold.trigger_selector and not hold.trigger_selector.matches(node.labels):
+        return False  # (the default selector, empty, matches every node)
     # A Karpenter node before registration would hold the unlabelled (system) nodes' group.
     return not (
         hold.scope is Scope.GROUP and node.registering and hold.group_label not in node.labels
     )
 
 
+class _Trigger(NamedTuple):
+    """A trigger node's own hold [start, end)."""
+
+    created: datetime
+    name: str
+    start: datetime  # its creation, a skewed server's future counting as now
+    end: datetime
+    own: Own
+
+
 def _window(
     name: str, members: Sequence[NodeView], now: datetime, hold: HoldSettings
 ) -> HoldWindow:
-    triggers = sorted((n for n in members if _triggers(n, hold)), key=lambda n: (n.created, n.name))
-    bound = max([hold.hold_duration, *(own_settings(m, hold).duration for m in members)])
+    """The window's hold from its trigger nodes, without sorting them (every node is a trigger
+    node with the default selector): only a cap, which chains stretches from the oldest
+    trigger node on, needs them in order."""
+    bound, triggers = hold.hold_duration, []
+    for node in members:
+        own = own_settings(node, hold)
+        bound = max(bound, own.duration)
+        if _triggers(node, own, hold):
+            start = min(node.created, now)  # a skewed server's future counts as now
+            triggers.append(_Trigger(node.created, node.name, start, start + own.duration, own))
     window = HoldWindow(name, False, nodes=len(members), max_hold=hold.max_hold, bound=bound)
     if not triggers:
         return _stamped(replace(window, duration=hold.hold_duration), members, now, hold)
-    owns = [own_settings(n, hold) for n in triggers]
-    created = [min(n.created, now) for n in triggers]  # a skewed server's future counts as now
-    holds = [(c, c + own.duration) for c, own in zip(created, owns, strict=True)]
-    capper = min(reversed(range(len(owns))), key=lambda k: owns[k].cap or timedelta.max)
-    first, stop, until, capped = _last_stretch(holds, owns[capper].cap)
-    longest = max(range(first, stop), key=lambda k: owns[k].duration)
+    cap = min((t.own.cap for t in triggers if t.own.cap is not None), default=None)
+    until, capped = max(t.end for t in triggers), False
+    stretch = _last_chain(triggers) if cap is None else None
+    if stretch is None:
+        triggers.sort(key=_order)
+        first, stop, until, capped = _last_stretch([(t.start, t.end) for t in triggers], cap)
+        stretch = triggers[first:stop]
+    duration = max(t.own.duration for t in stretch)
+    longest = min((t for t in stretch if t.own.duration == duration), key=_order)
+    capper = max((t for t in triggers if t.own.cap == cap), key=_order)  # the youngest
+    youngest = max(triggers, key=_order)
     window = replace(
         window,
         held=now < until,
-        youngest=triggers[-1].name,
-        youngest_created=created[-1],
+        youngest=youngest.name,
+        youngest_created=youngest.start,
         hold_until=until,
-        stretch_start=created[first],
+        stretch_start=min(t.start for t in stretch),
         capped=capped,
         triggers=len(triggers),
-        duration=owns[longest].duration,
-        max_hold=owns[capper].cap,
+        duration=duration,
+        max_hold=cap,
         sources=(
-            source_of(owns[longest].sources[0], triggers[longest].name),
-            source_of(owns[capper].sources[1], triggers[capper].name),
+            source_of(longest.own.sources[0], longest.name),
+            source_of(capper.own.sources[1], capper.name),
         ),
-        reach=max(end for _, end in holds),
+        reach=max(t.end for t in triggers),
     )
     return _stamped(window, members, now, hold)
+
+
+def _order(trigger: _Trigger) -> tuple[datetime, str]:
+    """The rule's order of trigger nodes: creation, then name."""
+    return trigger.created, trigger.name
+
+
+#: How far back _last_chain walks before sorting is cheaper: each step is a pass over the
+#: trigger nodes and goes back at least one hold (a steady run takes one step).
+CHAIN_STEPS = 4
+
+
+def _last_chain(triggers: Sequence[_Trigger]) -> list[_Trigger] | None:
+    """The last stretch of overlapping uncapped holds (what _last_stretch finds in order): from
+    the latest start, back to the earliest start of a hold still running then, until no hold
+    spans that point. None if that takes more than CHAIN_STEPS passes."""
+    point = max(t.start for t in triggers)
+    for _ in range(CHAIN_STEPS):
+        earliest = min(t.start for t in triggers if t.end > point)
+        if earliest == point:
+            return [t for t in triggers if t.start >= point]
+        point = earliest
+    return None
 
 
 def _stamped(
@@ -402,15 +448,21 @@ def decide_node(
     if mode in (Mode.PIN, Mode.UNPIN):
         return _decide_pin(node, hold, mode, now)[0]
     annotations = node.annotations
-    claims, pins = claimed_keys(annotations), pinned_keys(annotations)
-    keys = (*hold.annotations, *sorted((claims | pins) - set(hold.annotations)))
-    states = tuple((k, key_state(annotations, k, claims, pins)) for k in keys)
     selected = hold.node_selector.matches(node.labels)
     on_budget = (
         hold.mechanism is Mechanism.BUDGET or node.labels.get(DEFAULT_GROUP_LABEL) in hold.budgeted
     )
     held = mode is Mode.RECONCILE and window.held and selected and not (node.deleting or on_budget)
     created = min(node.created, now)
+    if not annotations and not held and (node.deleting or window.free_until is None):
+        # Most nodes of a steady run: every key free, no stamp due, nothing to change.
+        states = _all_free(hold.annotations)
+        return NodeDecision(
+            node.name, window.name, held, node.deleting, created, states, selected=selected
+        )
+    claims, pins = claimed_keys(annotations), pinned_keys(annotations)
+    keys = (*hold.annotations, *sorted((claims | pins) - set(hold.annotations)))
+    states = tuple((k, key_state(annotations, k, claims, pins)) for k in keys)
     decision = NodeDecision(
         node.name, window.name, held, node.deleting, created, states, selected=selected
     )
@@ -445,6 +497,11 @@ def decide_node(
         ignored=ignored,
     )
     return replace(decision, patch=patch)
+
+
+@lru_cache(maxsize=8)  # one tuple a run, shared by every node that carries none of the keys
+def _all_free(keys: tuple[str, ...]) -> tuple[tuple[str, KeyState], ...]:
+    return tuple((k, KeyState.FREE) for k in keys)
 
 
 def _stamps(
@@ -521,7 +578,7 @@ def _decide_pin(
 def _transitions(
     windows: Mapping[str, HoldWindow],
     decisions: Sequence[NodeDecision],
-    uids: Mapping[str, str],
+    nodes: Sequence[NodeView],
     hold: HoldSettings,
     mode: Mode,
 ) -> tuple[Transition, ...]:
@@ -541,9 +598,14 @@ def _transitions(
             reason, changed = Reason.ENDED, removes  # held: not an end, a budget took over
         else:
             continue
-        anchor = window.youngest or changed[0].node
-        result.append(Transition(reason, window, anchor, uids.get(anchor, ""), len(changed)))
-    return tuple(result)
+        result.append(
+            Transition(reason, window, window.youngest or changed[0].node, "", len(changed))
+        )
+    if not result:
+        return ()  # a steady run: no pass over the nodes for their uids
+    anchors = {t.node for t in result}
+    uids = {n.name: n.uid for n in nodes if n.name in anchors}
+    return tuple(replace(t, node_uid=uids.get(t.node, "")) for t in result)
 
 
 #: The most Events one run records: one per window whose hold started, grew or ended, and past
@@ -584,17 +646,19 @@ def decide(
         refused = tuple((d.node, why) for d, why in pins if why)
         decisions = tuple(d for d, _ in pins)
         return Plan(now, hold, mode, windows=(), decisions=decisions, refused=refused)
+    names = [window_name(node, hold) for node in nodes]
     members: dict[str, list[NodeView]] = defaultdict(list)
-    for node in nodes:
-        members[window_name(node, hold)].append(node)
+    bad = []
+    for node, name in zip(nodes, names, strict=True):
+        members[name].append(node)
+        bad += ((source_of(s, node.name), why) for s, why in own_settings(node, hold).bad)
     if hold.scope is Scope.CLUSTER and not members:
         members["cluster"] = []
     windows = {name: _window(name, group, now, hold) for name, group in sorted(members.items())}
     decisions = tuple(
-        decide_node(node, windows[window_name(node, hold)], hold, mode, now) for node in nodes
+        decide_node(node, windows[name], hold, mode, now)
+        for node, name in zip(nodes, names, strict=True)
     )
-    uids = {n.name: n.uid for n in nodes}
-    bad = [(source_of(s, n.name), why) for n in nodes for s, why in own_settings(n, hold).bad]
     templates = sorted({n.own.template for n in nodes if n.own.template})
     return Plan(
         now=now,
@@ -602,7 +666,7 @@ def decide(
         mode=mode,
         windows=tuple(windows.values()),
         decisions=decisions,
-        transitions=_transitions(windows, decisions, uids, hold, mode),
+        transitions=_transitions(windows, decisions, nodes, hold, mode),
         bad_values=tuple(dict.fromkeys(bad)) if mode is Mode.RECONCILE else (),
         template_pools=tuple(templates) if mode is Mode.RECONCILE else (),
     )

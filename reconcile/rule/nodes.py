@@ -163,7 +163,8 @@ def parse_timestamp(raw: Any, node: str) -> datetime:
     if not raw:
         raise MalformedNode(f"node/{node}: creationTimestamp is missing")
     try:
-        return datetime.fromisoformat(raw).astimezone(UTC)
+        moment = datetime.fromisoformat(raw)
+        return moment if moment.tzinfo is UTC else moment.astimezone(UTC)
     except (TypeError, ValueError, OverflowError):  # month 13, hour 25, a number
         raise MalformedNode(
             f"node/{node}: creationTimestamp {raw!r} is not an RFC 3339 time"
@@ -182,6 +183,11 @@ def pool_settings(nodepools: Iterable[Mapping[str, Any]]) -> PoolSettings:
     return found
 
 
+@lru_cache(maxsize=8)  # the same keys for every node of a run
+def _kept_keys(annotation_keys: frozenset[str]) -> frozenset[str]:
+    return annotation_keys.union(KEPT_ANNOTATIONS)
+
+
 def node_view(
     metadata: Mapping[str, Any],
     annotation_keys: frozenset[str],
@@ -193,11 +199,11 @@ def node_view(
     name = str(metadata.get("name", ""))
     annotations = metadata.get("annotations") or _EMPTY
     labels = metadata.get("labels") or _EMPTY
-    keep = annotation_keys.union(
-        KEPT_ANNOTATIONS, claimed_keys(annotations), pinned_keys(annotations)
-    )
+    keep = _kept_keys(annotation_keys)
+    if OWNERSHIP_MARKER in annotations or PINNED in annotations:
+        keep = keep.union(claimed_keys(annotations), pinned_keys(annotations))
     kept_labels = {k: labels[k] for k in label_keys if k in labels} if label_keys else None
-    kept = {k: annotations[k] for k in keep if k in annotations}
+    kept = {k: annotations[k] for k in keep.intersection(annotations)}
     return NodeView(
         name=name,
         created=parse_timestamp(metadata.get("creationTimestamp"), name),

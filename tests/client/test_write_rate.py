@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import re
 import signal
 import subprocess
 from dataclasses import replace
@@ -25,7 +24,7 @@ import pytest
 
 from reconcile.cli import report
 from reconcile.cli.report import LARGE_EDGE
-from reconcile.cluster.pace import AUTO_QPS, RECOVERY, SLOW
+from reconcile.cluster.pace import AUTO_QPS, RECOVERY
 from reconcile.cluster.read import Listing
 from reconcile.rule.decide import decide
 from reconcile.rule.settings import HoldSettings
@@ -138,27 +137,22 @@ def test_429s_slow_the_writes_to_half_the_rate(api: ApiServer, kubeconfig: Path)
     assert code == 1 and "node writes slowed to 100/s (429 Too Many Requests)" in stderr
 
 
-def test_slow_answers_slow_the_writes_to_half_the_rate(api: ApiServer, kubeconfig: Path) -> None:
-    """One write in 10 answered after more than a second: two of them in the last 20 answers
-    make a p95 over a second. 32 workers, so that the slow answers alone would not hold the
-    rate under 200 a second."""
+def test_slow_answers_do_not_slow_the_writes(api: ApiServer, kubeconfig: Path) -> None:
+    """One write in 10 answered after more than a second, the server otherwise fine: the
+    client cannot tell that from its own slowness, so only a 429 or a 5xx slows it down."""
     api.add_nodes(1_500, created=api.now() - timedelta(minutes=2), eks=False)
     counted = itertools.count(1)
 
     def sluggish(req: RequestInfo) -> None:
         if req.method == "PATCH" and next(counted) % 10 == 0:
-            api.inject(Fault(method="PATCH", delay=SLOW + 0.2))
+            api.inject(Fault(method="PATCH", delay=1.2))
 
     api.on_request(sluggish)
-    code, stderr = reconcile(kubeconfig, "--timeout", "5s", "--workers", "32", "-v")
+    _, stderr = reconcile(kubeconfig, "--timeout", "5s", "--workers", "32", "-v")
 
     patches, _ = patches_and_seconds(api)
-    second = sorted(r.started + r.duration for r in patches if r.duration > SLOW)[1]
-    sent, seconds = after_pressure(patches, second)
-    assert sent <= backed_off(seconds, 32), (sent, seconds)
-    assert code == 1 and re.search(
-        r"node writes slowed to 100/s \(p95 write latency [\d.]+s\)", stderr
-    )
+    assert len([r for r in patches if r.duration > 1.0]) >= 2
+    assert "node writes slowed" not in stderr, stderr
 
 
 WARNING = (
