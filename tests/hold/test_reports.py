@@ -49,6 +49,11 @@ def summary(result: CliResult) -> dict:
     return result.json["summary"]
 
 
+def node_lines(result: CliResult) -> list[dict]:
+    """`status --nodes --output json`: the line of each node, before the summary line."""
+    return [row for row in map(json.loads, result.lines[:-1]) if "node" in row]
+
+
 def test_a_read_only_identity_counts_failures_not_additions(api: ApiServer, tmp_path: Path):
     for i in range(30):
         add(api, f"n{i}", 300)
@@ -103,16 +108,23 @@ def test_a_node_set_to_false_is_exempt_not_held_by_others(api: ApiServer, kubeco
     add(api, "exempt", 300, {KEY: "false"})
     add(api, "others", 300, {KEY: "true"})
 
-    text = run(kubeconfig, "status")
-    as_json = run(kubeconfig, "status", "--output", "json")
+    text = run(kubeconfig, "status", "--nodes")
+    as_json = run(kubeconfig, "status", "--nodes", "--output", "json")
 
     assert text.code == as_json.code == 0
     rows = {line.split()[0]: line for line in text.lines if line.startswith(("exempt", "others"))}
     assert "exempt" in rows["exempt"].split()[3:] and "held by others" in rows["others"]
-    nodes = {n["name"]: n for n in as_json.json["nodes"]}
+    nodes = {n["node"]: n for n in node_lines(as_json)}
     assert nodes["exempt"]["state"] == "exempt"
     assert nodes["others"]["state"] == "held by others"
     assert "1 held by others, 1 exempt" in text.lines[0]
+    assert as_json.json["nodeStates"] == {
+        "heldByUs": 0,
+        "heldByOthers": 1,
+        "pinned": 0,
+        "exempt": 1,
+        "free": 0,
+    }
 
 
 @pytest.mark.parametrize("output", ["text", "json"])
