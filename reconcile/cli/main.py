@@ -70,7 +70,7 @@ def reconcile(parsed: Parsed) -> None:
 @cli.command()
 @settings_for("status")
 def status(parsed: Parsed) -> None:
-    """Read-only: the decision reconcile would take now, and each node's state.
+    """Read-only: the decision reconcile would take now, and the nodes' states.
 
     A node is "held by us" (this tool set its hold annotation), "held by others"
     (someone else set it to "true"), "exempt" (someone set it to "false": Karpenter may
