@@ -3,9 +3,10 @@
 Container runtimes split longer lines and log pipelines drop them. One API test server holds
 15,000 nodes for every case: 7,500 an hour old carry node-holder's hold (a reconcile removes
 it, a release would), 7,500 five minutes old are free (in node scope each is a held window
-that a reconcile adds). Each case lists them once over HTTP with the real client; the
-cases that would write either fail every patch with a long message (the longest errors) or
-are dry runs. simulate replays a day of 15,000 nodes.
+that a reconcile adds). Each case lists them once over HTTP with the real client (the server
+is set up once per module, per pytest worker). The real reconcile is refused (403) with a long
+message: a line per node still, the first few with that message, and no 15,000 writes; the
+others are dry runs or read-only. simulate replays a day of 15,000 nodes.
 """
 
 from __future__ import annotations
