@@ -98,10 +98,11 @@ def status_reports_who_holds_what(c: ServerCluster) -> None:
     c.add_node("e2e-s2", annotations={KEY: "true"})
     assert c.reconcile().code == 0
     c.add_node("e2e-s3")
-    result = c.run("status", "--output", "json")
+    result = c.run("status", "--nodes", "--output", "json")
     assert result.code == 0, result.stderr
     data = result.json
-    states = {row["name"]: (row["state"], row["next"]) for row in data["nodes"]}
+    rows = [json.loads(line) for line in result.lines[:-1]]  # a line per node, then the summary
+    states = {row["node"]: (row["state"], row["next"]) for row in rows}
     assert states["e2e-s1"] == ("held by us", "-")
     assert states["e2e-s2"] == ("held by others", "-")
     assert states["e2e-s3"] == ("free", "add")

@@ -70,16 +70,22 @@ def reconcile(parsed: Parsed) -> None:
 @cli.command()
 @settings_for("status")
 def status(parsed: Parsed) -> None:
-    """Read-only: the decision reconcile would take now, and each node's state.
+    """Read-only: the decision reconcile would take now, and the nodes' states.
 
     A node is "held by us" (this tool set its hold annotation), "held by others"
     (someone else set it to "true"), "exempt" (someone set it to "false": Karpenter may
     disrupt it), "pinned" (a person's `node-holder pin`: no run touches it) or "free".
     It writes nothing, so the write settings (--dry-run, --workers, --qps, --events) do
     not apply: their flags are refused and their environment variables are not read.
-    With --output json it prints one whole JSON document (every window, patch and
-    node), for scripts: unlike the other commands' lines, its length grows with the
-    cluster.
+    It prints a summary whose size does not grow with the cluster: the decision, the
+    nodes by state and the first hold windows (held first). --nodes adds every window
+    and node: a table row each, or with --output json a JSON line each before the
+    summary line.
+
+    \b
+    Examples:
+      node-holder status
+      node-holder status --nodes --output json | jq -c 'select(.node)'
     """
     _execute("status", parsed, hold_settings(parsed), run_settings(parsed, Mode.RECONCILE))
 
@@ -99,9 +105,9 @@ def release(parsed: Parsed) -> None:
 
 
 @cli.command()
-@click.argument("nodes", nargs=-1, required=True, metavar="NODE...", type=options.NODE_NAME)
+@click.argument("names", nargs=-1, required=True, metavar="NODE...", type=options.NODE_NAME)
 @settings_for("pin")
-def pin(parsed: Parsed, nodes: tuple[str, ...]) -> None:
+def pin(parsed: Parsed, names: tuple[str, ...]) -> None:
     """Pin the hold annotation(s) on these nodes: no run removes them.
 
     For each node, one patch lists every --annotation key in node-holder.dev/pinned and
@@ -116,20 +122,20 @@ def pin(parsed: Parsed, nodes: tuple[str, ...]) -> None:
       node-holder pin ip-10-0-3-17.ec2.internal
       node-holder pin --dry-run node-a node-b
     """
-    _pinning(Mode.PIN, parsed, nodes)
+    _pinning(Mode.PIN, parsed, names)
 
 
 @cli.command()
-@click.argument("nodes", nargs=-1, required=True, metavar="NODE...", type=options.NODE_NAME)
+@click.argument("names", nargs=-1, required=True, metavar="NODE...", type=options.NODE_NAME)
 @settings_for("unpin")
-def unpin(parsed: Parsed, nodes: tuple[str, ...]) -> None:
+def unpin(parsed: Parsed, names: tuple[str, ...]) -> None:
     """Give pinned nodes back to the normal rule.
 
     For each node, the --annotation keys leave node-holder.dev/pinned. A "true" that
     node-holder wrote goes back to the normal rule (the next reconcile removes it when no
     hold is due); one a person set before the pin stays theirs. Pins on other keys stay.
     """
-    _pinning(Mode.UNPIN, parsed, nodes)
+    _pinning(Mode.UNPIN, parsed, names)
 
 
 def _pinning(mode: Mode, parsed: Parsed, nodes: tuple[str, ...]) -> None:
@@ -245,7 +251,9 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
             "is suspended or uninstalled: release with --suspend-cronjob NAMESPACE/NAME "
             "(node-holder/node-holder as installed) to suspend it first"
         )
-    for line in report.final_lines(result, command, as_json):
+    for line in report.final_lines(
+        result, command, as_json, parsed.get(options.STATUS_NODES, False)
+    ):
         click.echo(line)
     failure = report.failure(result)
     if failure:

@@ -329,8 +329,16 @@ OUTPUT = Setting(
     "NODE_HOLDER_OUTPUT",
     choice(s.Output),
     "Results on stdout: text lines, or JSON lines (one per patch as it lands, then a "
-    "summary as the last line; status: one whole document).",
+    "summary as the last line).",
     "text",
+)
+STATUS_NODES = Setting(
+    "--nodes",
+    "NODE_HOLDER_STATUS_NODES",
+    BOOLEAN,
+    "status: also every node, a table row each (text) or a JSON line each before the "
+    "summary (json). Without it, a summary whose size does not grow with the cluster.",
+    extra={"is_flag": True, "flag_value": True, "default": False},
 )
 LOG_FORMAT = Setting(
     "--log-format",
@@ -435,7 +443,7 @@ REPLAY = (COMPARE, SWEEP, INTERVAL, START, END, LAST, PLOT)  # simulate's own
 #: Which settings each command uses; nothing else is read for it.
 COMMANDS: dict[str, tuple[Setting[Any], ...]] = {
     "reconcile": (*HOLD, MECHANISM, *WRITE, *READ, *ACCESS, *OUTPUTS),
-    "status": (*HOLD, MECHANISM, *READ, *ACCESS, *OUTPUTS),
+    "status": (*HOLD, MECHANISM, *READ, *ACCESS, *OUTPUTS, STATUS_NODES),
     # release needs no hold duration, scope, selector or cap: it removes every hold this tool
     # owns. --annotation names custom hold keys it may remove besides the well-known ones.
     "release": (ANNOTATION, SUSPEND_CRONJOB, *WRITE, *READ, *ACCESS, *OUTPUTS),
@@ -445,7 +453,17 @@ COMMANDS: dict[str, tuple[Setting[Any], ...]] = {
     "simulate": (*HOLD, *OUTPUTS, *REPLAY, EVENTS),
 }
 #: Every setting, in the order docs/reference.md lists them.
-SETTINGS = (*HOLD, MECHANISM, *READ, *WRITE, *ACCESS, SUSPEND_CRONJOB, *OUTPUTS, *REPLAY)
+SETTINGS = (
+    *HOLD,
+    MECHANISM,
+    *READ,
+    *WRITE,
+    *ACCESS,
+    SUSPEND_CRONJOB,
+    *OUTPUTS,
+    STATUS_NODES,
+    *REPLAY,
+)
 BY_NAME = {setting.name: setting for setting in SETTINGS}
 BY_ENV = {setting.env: setting for setting in SETTINGS if setting.env}
 

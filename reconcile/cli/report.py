@@ -4,7 +4,7 @@ as a `Transition`; this module says it).
 A run's summary is built once, as data (`summary`): its JSON line is that data with each list
 bounded (`render_json`), and its text lines are worded from the same data, so the two cannot
 say different things. A new figure is one field in `summary` and one phrase in the text. No
-line grows with the cluster but `status --output json`: docs/reference.md#output.
+line grows with the cluster: per-node detail is a line per node (docs/reference.md#output).
 """
 
 from __future__ import annotations
@@ -176,11 +176,20 @@ def _window_json(window: HoldWindow, result: RunResult, patches: int) -> dict[st
         "maxHold": format_duration(window.max_hold) if window.max_hold else None,
         "holdDurationFrom": window.sources[0] or "--hold-duration",
         "maxHoldFrom": window.sources[1] or "--max-hold",
+        "cappedBy": _capped_by(window) if window.capped else None,
         "triggerNodes": window.triggers,
         "nodes": window.nodes,
         "nodePatches": patches,
         **_window_pools(window, result),
     }
+
+
+def _capped_by(window: HoldWindow) -> str:
+    """The cap that applies and where it comes from: `--max-hold 2h` (the option), or
+    `nodepool/batch max-hold 3h` / `node/x max-hold 3h` (a NodePool's or a node's own)."""
+    cap = format_duration(window.max_hold) if window.max_hold else "none"
+    source = window.sources[1]
+    return f"{source} max-hold {cap}" if source else f"--max-hold {cap}"
 
 
 def _window_pools(window: HoldWindow, result: RunResult) -> dict[str, int]:
@@ -199,14 +208,14 @@ def _describe(window: dict[str, Any] | None, mode: Mode) -> str:
         return "released: no node that can start a hold"
     node, age, until = window["youngestNode"], window["youngestAge"], window["holdUntil"]
     if window["held"]:
-        capped = f", capped by --max-hold at {until}" if window["capped"] else ""
+        capped = f", capped by {window['cappedBy']} at {until}" if window["capped"] else ""
         left = window["holdLeft"]
         return f"held: youngest node {node} is {age} old, hold until {until} ({left} left{capped})"
     free = f"; no new hold before {window['freeUntil']}" if window["freeUntil"] else ""
     # The cap ended this hold unless its youngest node came after (times as format_time writes
     # them, to the second in UTC, sort as strings).
     if window["capped"] and until and until > window["youngestCreated"]:
-        ended = f"released: --max-hold ended the hold at {until}{free}"
+        ended = f"released: {window['cappedBy']} ended the hold at {until}{free}"
         return f"{ended}; youngest node {node} is {age} old"
     return f"released: youngest node {node} is {age} old, hold ended at {until}{free}"
 
@@ -262,6 +271,8 @@ _STATE_WORDS = (
     (KeyState.FOREIGN, "held by others"),
     (KeyState.EXEMPT, "exempt"),
 )
+#: `status`'s count of nodes by state, in this order.
+_STATE_ORDER = ("held by us", "held by others", "pinned", "exempt", "free")
 #: A node no patch changes is counted by its state: these states, else "unchanged".
 _STATES = ("held by others", "exempt", "pinned")
 #: Windows, errors and Events the final JSON line lists at most (each list in LISTED_BYTES of
@@ -348,7 +359,7 @@ def _pool_counts(result: RunResult) -> dict[str, int]:
 
 def summary(result: RunResult, command: str) -> dict[str, Any]:
     """The run's summary, every list whole: `render_json` bounds it into the last JSON line,
-    `text_lines` words it. `status` adds every patch and node."""
+    `text_lines` words it. `status` adds the nodes' count by state."""
     plan = result.plan
     patched = Counter(p.window for p in plan.patches)
     events = [
@@ -394,9 +405,8 @@ def summary(result: RunResult, command: str) -> dict[str, Any]:
         },
     }
     if command == "status":
-        data["patches"] = [patch_json(p) for p in plan.patches]
-        data["nodePoolPatches"] = [patch_json(p) for p in result.pools.patches]
-        data["nodes"] = status_rows(plan)
+        found = Counter(state(d) for d in plan.decisions)
+        data["nodeStates"] = {_camel(word): found[word] for word in _STATE_ORDER}
     return data
 
 
@@ -423,9 +433,8 @@ _LISTS = ("windows", "errors", "events", "badValues", "revertedNodePools", "notF
 _KEPT_LISTED = 5
 
 
-def render_json(data: dict[str, Any], whole: bool = False) -> dict[str, Any]:
-    """The last JSON line: the summary with the held windows first and each list bounded;
-    `whole` (status: one document for scripts, however many nodes) lists everything."""
+def render_json(data: dict[str, Any]) -> dict[str, Any]:
+    """The last JSON line: the summary with the held windows first and each list bounded."""
     kept = list(data["summary"]["keptClaims"].items())[:_KEPT_LISTED]
     data = data | {
         "windows": sorted(data["windows"], key=lambda w: not w["held"]),
@@ -433,11 +442,13 @@ def render_json(data: dict[str, Any], whole: bool = False) -> dict[str, Any]:
     }
     bounded: dict[str, Any] = {}
     for key, value in data.items():
-        bounded |= _listed(key, value, whole) if key in _LISTS else {key: value}
+        bounded |= _listed(key, value) if key in _LISTS else {key: value}
     return bounded
 
 
-def _listed(key: str, items: list[Any], whole: bool) -> dict[str, Any]:
+def _listed(key: str, items: list[Any], whole: bool = False) -> dict[str, Any]:
+    """The first items, at most LISTED in LISTED_BYTES of JSON (`whole`: all of them), and
+    how many are not listed (`{key}NotListed`)."""
     shown: list[Any] = []
     size = 0
     for item in items:
@@ -448,18 +459,20 @@ def _listed(key: str, items: list[Any], whole: bool) -> dict[str, Any]:
     return {key: shown, f"{key}NotListed": len(items) - len(shown)}
 
 
-def status_rows(plan: Plan) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": d.node,
-            "age": format_duration(plan.now - d.created),
-            "window": d.window,
-            "state": state(d) + (" (deleting)" if d.deleting else ""),
-            "annotations": {k: str(s) for k, s in d.keys},
-            "next": d.patch.action if d.patch else "-",
-        }
-        for d in plan.decisions
-    ]
+def node_json(decision: NodeDecision, now: datetime) -> dict[str, Any]:
+    """`status --nodes`: one node's JSON line, with the patch the next run would send."""
+    patch = decision.patch
+    row = {
+        "node": decision.node,
+        "age": format_duration(now - decision.created),
+        "window": decision.window,
+        "state": state(decision) + (" (deleting)" if decision.deleting else ""),
+        "annotations": {k: str(s) for k, s in decision.keys},
+        "next": patch.action if patch else "-",
+    }
+    if patch is not None:
+        row |= {"patch": patch.body()} | ({"ignored": list(patch.ignored)} if patch.ignored else {})
+    return row
 
 
 # --- what stderr says --------------------------------------------------------------
@@ -698,11 +711,10 @@ def _decision_lines(data: dict[str, Any]) -> list[str]:
     windows = data["windows"]
     if scope is Scope.CLUSTER or mode is Mode.RELEASE:
         return [*kept, f"{_describe(windows[0] if windows else None, mode)}; {counts}"]
-    lines = [
-        f"group {w['name']}: {_describe(w, mode)}"
-        for w in windows
-        if scope is Scope.GROUP and (w["held"] or w["nodePatches"])
-    ]
+    groups = [w for w in windows if scope is Scope.GROUP and (w["held"] or w["nodePatches"])]
+    lines = [f"group {w['name']}: {_describe(w, mode)}" for w in groups[:LISTED]]
+    if len(groups) > LISTED:
+        lines.append(f"... and {len(groups) - LISTED} more groups held or changed")
     held = sum(1 for w in windows if w["held"])
     unit = "groups" if scope is Scope.GROUP else "nodes"
     lines.append(f"{held} of {data['windowCount']} {unit} held ({scope} scope); {counts}")
@@ -718,12 +730,12 @@ def _kept_line(kept: dict[str, int]) -> str:
     )
 
 
-def final_lines(result: RunResult, command: str, as_json: bool) -> list[str]:
+def final_lines(result: RunResult, command: str, as_json: bool, nodes: bool = False) -> list[str]:
     """Stdout once the run is done: a dry run's patch lines (a real run printed each as it
-    landed), then the summary; status: its text tables, or one whole JSON document."""
+    landed), then the summary; status: with `nodes` (--nodes) a line per node first."""
     data = summary(result, command)
     if command == "status":
-        return [_line(render_json(data, whole=True))] if as_json else status_text(data)
+        return _status_lines(result, data, as_json, nodes)
     planned = [*result.pools.patches, *result.plan.patches] if result.dry_run else []
     if as_json:
         return [*(json.dumps(patch_json(p)) for p in planned), _line(render_json(data))]
@@ -745,10 +757,35 @@ def _window_state(window: dict[str, Any], mode: Mode) -> str:
     return f"free until {window['freeUntil']}" if window["freeUntil"] else "released"
 
 
-def status_text(data: dict[str, Any]) -> list[str]:
-    """The summary, a table of the hold windows (node scope: the held nodes) and one of the
-    nodes."""
+def _status_lines(result: RunResult, data: dict[str, Any], as_json: bool, nodes: bool) -> list[str]:
+    """`status`: the summary, bounded like the last JSON line of a run; `nodes`: first a JSON
+    line per node and per NodePool patch, or (text) every window and a table of the nodes."""
+    plan = result.plan
+    if not as_json:
+        ignored = [f"node/{p.node}: ignored {why}" for p in plan.patches for why in p.ignored]
+        rows = [node_json(d, plan.now) for d in plan.decisions] if nodes else None
+        return status_text(data, ignored, rows)
+    lines = [_line(node_json(d, plan.now)) for d in plan.decisions] if nodes else []
+    lines += [_line(patch_json(p)) for p in result.pools.patches] if nodes else []
+    return [*lines, _line(render_json(data))]
+
+
+def _states_line(data: dict[str, Any]) -> str:
+    """`nodes by state: 3 held by us, 0 held by others, 0 pinned, 0 exempt, 1 free`."""
+    states = data["nodeStates"]
+    return "nodes by state: " + ", ".join(f"{states[_camel(w)]} {w}" for w in _STATE_ORDER)
+
+
+def status_text(
+    data: dict[str, Any], ignored: list[str], nodes: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """The summary, the nodes by state, a table of the hold windows (node scope: the held
+    nodes), the held first, and the `ignored` stamps' lines, at most LISTED of each; `nodes`
+    (--nodes): every window and stamp, and a table of the nodes."""
     mode, budgets = _mode(data), Mechanism(data["mechanism"]).budgets
+    shown = _listed(
+        "windows", sorted(data["windows"], key=lambda w: not w["held"]), nodes is not None
+    )
     windows = [
         (
             w["name"],
@@ -761,19 +798,23 @@ def status_text(data: dict[str, Any]) -> list[str]:
             str(w["nodes"]),
             *(["{nodePoolsWithEntry} of {nodePools}".format(**w)] if budgets else []),
         )
-        for w in data["windows"]
-    ]
-    nodes = [(r["name"], r["age"], r["window"], r["state"], r["next"]) for r in data["nodes"]]
-    ignored = [
-        f"node/{p['node']}: ignored {why}" for p in data["patches"] for why in p.get("ignored", [])
+        for w in shown["windows"]
     ]
     head = ("WINDOW", "STATE", "YOUNGEST NODE", "AGE", "HOLD UNTIL", "HOLD", "MAX HOLD", "NODES")
-    return [
+    lines = [
         *_pool_lines(data),
         *_decision_lines(data),
+        _states_line(data),
         "",
         *table((*head, *["NODEPOOLS WITH ENTRY"] * budgets), windows),
-        "",
-        *table(("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"), nodes),
-        *ignored,
     ]
+    if more := shown["windowsNotListed"]:
+        lines.append(f"... and {more} more windows (--nodes lists every window and node)")
+    if nodes is not None:
+        rows = [(r["node"], r["age"], r["window"], r["state"], r["next"]) for r in nodes]
+        lines += ["", *table(("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"), rows)]
+    shown = _listed("ignored", ignored, nodes is not None)
+    lines += shown["ignored"]
+    if more := shown["ignoredNotListed"]:
+        lines.append(f"... and {more} more stamps ignored (--nodes names every one)")
+    return lines

@@ -122,6 +122,7 @@ def render(sim: Simulation, output: str, plot: str | None) -> list[str]:
                 "runs": window.runs,
             },
             "sweep": sim.sweep,
+            **({"knee": knee(columns)} if sim.sweep else {}),
             "presentNodes": sim.primary.present_nodes,
             "configurations": columns,
             "elapsedSeconds": round(sim.elapsed, 3),
@@ -259,9 +260,71 @@ def _comparison(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+#: A knee avoids at least this many launches more than the straight line predicts: less is
+#: noise in an estimate counted in whole launches.
+KNEE_MARGIN = 1.0
+
+
+def knee(columns: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The sweep's knee, or None: on the curve of launches avoided against node-hours kept,
+    shortest hold first, the duration farthest above the straight line from the shortest
+    duration's point to the longest's (by at least KNEE_MARGIN launches). Up to it, each
+    step buys launches faster than the sweep does on average; after it, slower. It is the
+    setting `--sweep` recommends, with its steps from the duration before and to the next."""
+    ordered = sorted(columns, key=lambda c: c["holdDurationSeconds"])
+    points = [(c["nodeHoursKeptEstimate"], c["launchesAvoidedEstimate"]) for c in ordered]
+    (k0, a0), (k1, a1) = points[0], points[-1]
+    if len(points) < 3 or k1 <= k0:
+        return None
+    above = [a - a0 - (a1 - a0) * (k - k0) / (k1 - k0) for k, a in points]
+    best = max(range(len(points)), key=above.__getitem__)
+    if above[best] < KNEE_MARGIN:
+        return None
+    column, steps = ordered[best], []
+    for before, after in ((best - 1, best), (best, best + 1)):
+        (kb, ab), (ka, aa) = points[before], points[after]
+        steps.append(
+            {
+                "from": ordered[before]["label"],
+                "to": ordered[after]["label"],
+                "launchesAvoided": aa - ab,
+                "nodeHoursKept": round(ka - kb, 3),
+            }
+        )
+    return {
+        "label": column["label"],
+        "holdDurationSeconds": column["holdDurationSeconds"],
+        "launchesAvoidedEstimate": column["launchesAvoidedEstimate"],
+        "nodeHoursKeptEstimate": column["nodeHoursKeptEstimate"],
+        "aboveLine": round(above[best], 3),
+        "steps": steps,
+    }
+
+
+def _recommendation(found: dict[str, Any] | None, columns: list[dict[str, Any]]) -> str:
+    """The sweep's one line: which hold duration it recommends, and why."""
+    if found is None:
+        first, last = columns[0]["label"], columns[-1]["label"]
+        return (
+            f"  recommended: none; no knee (no duration avoids a launch more than the straight "
+            f"line from {first} to {last} predicts): longer holds buy launches at an even rate, "
+            "so choose by the node-hours you accept"
+        )
+    setting = format_duration(timedelta(seconds=found["holdDurationSeconds"]))
+    column = "" if found["label"] == setting else f" (column {found['label']})"
+    before, after = found["steps"]
+    return (
+        f"  recommended: --hold-duration {setting}{column}, the knee: from {before['from']} it "
+        f"avoids {before['launchesAvoided']} more launches (est.) for "
+        f"{before['nodeHoursKept']:,.1f} more node-hours kept; {after['to']} avoids "
+        f"{after['launchesAvoided']} more for {after['nodeHoursKept']:,.1f} more"
+    )
+
+
 def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
-    """Each hold duration's gain (estimates) against its cost, with bars to find the knee."""
+    """Each hold duration's gain (estimates) against its cost, the knee marked."""
     columns = sorted(columns, key=lambda c: c["holdDurationSeconds"])
+    found = knee(columns)
     total = (sim.span.end - sim.span.start).total_seconds()
     top = max(c["launchesAvoidedEstimate"] for c in columns) or 1
     most = max(c["nodeHoursKeptEstimate"] for c in columns) or 1.0
@@ -276,18 +339,22 @@ def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:
                 f"{c['nodeMinutesHeld'] / 60:,.1f}",
                 f"{avoided:>6} {_bar(avoided / top)}",
                 f"{kept:>8,.1f} {_bar(kept / most)}",
+                "<- knee" if found and c["label"] == found["label"] else "",
             ]
         )
     hold = sim.primary.hold
     return [
         f"Sweep: what each hold duration buys and costs ({hold.scope} scope; the same "
         f"{sim.span.runs:,} runs each)",
-        *["  " + line for line in table([*head, "node-hours kept (est.)"], rows, right={1, 2})],
+        *["  " + line for line in table([*head, "node-hours kept (est.)", ""], rows, right={1, 2})],
         "  * primary configuration; time held: share of the replay with any node held",
         "  node-hours held: node time that carried the hold annotation (the cost)",
         *[line.format(group=hold.group_label) for line in ESTIMATES],
-        "  the knee: the shortest hold after which longer ones keep more node-hours but avoid",
-        "    few more launches",
+        "  knee: on the curve of launches avoided against node-hours kept, the duration",
+        "    farthest above the straight line from the shortest to the longest: the step to",
+        "    it avoids launches per node-hour at least as fast as the sweep on average, the",
+        "    next step slower",
+        _recommendation(found, columns),
     ]
 
 

@@ -49,6 +49,11 @@ def summary(result: CliResult) -> dict:
     return result.json["summary"]
 
 
+def node_lines(result: CliResult) -> list[dict]:
+    """`status --nodes --output json`: the line of each node, before the summary line."""
+    return [row for row in map(json.loads, result.lines[:-1]) if "node" in row]
+
+
 def test_a_read_only_identity_counts_failures_not_additions(api: ApiServer, tmp_path: Path):
     for i in range(30):
         add(api, f"n{i}", 300)
@@ -103,16 +108,23 @@ def test_a_node_set_to_false_is_exempt_not_held_by_others(api: ApiServer, kubeco
     add(api, "exempt", 300, {KEY: "false"})
     add(api, "others", 300, {KEY: "true"})
 
-    text = run(kubeconfig, "status")
-    as_json = run(kubeconfig, "status", "--output", "json")
+    text = run(kubeconfig, "status", "--nodes")
+    as_json = run(kubeconfig, "status", "--nodes", "--output", "json")
 
     assert text.code == as_json.code == 0
     rows = {line.split()[0]: line for line in text.lines if line.startswith(("exempt", "others"))}
     assert "exempt" in rows["exempt"].split()[3:] and "held by others" in rows["others"]
-    nodes = {n["name"]: n for n in as_json.json["nodes"]}
+    nodes = {n["node"]: n for n in node_lines(as_json)}
     assert nodes["exempt"]["state"] == "exempt"
     assert nodes["others"]["state"] == "held by others"
     assert "1 held by others, 1 exempt" in text.lines[0]
+    assert as_json.json["nodeStates"] == {
+        "heldByUs": 0,
+        "heldByOthers": 1,
+        "pinned": 0,
+        "exempt": 1,
+        "free": 0,
+    }
 
 
 @pytest.mark.parametrize("output", ["text", "json"])
@@ -291,3 +303,82 @@ def test_status_and_simulate_tables_share_one_helper() -> None:
     """Columns as wide as their widest cell, figures aligned right, no trailing spaces."""
     lines = table(("NAME", "NODES", ""), [("a", "3", "x"), ("long-name", "120", "")], right={1})
     assert lines == ["NAME       NODES", "a              3  x", "long-name    120"]
+
+
+@pytest.mark.parametrize("where", ["flag", "nodepool"])
+def test_the_summary_line_names_the_cap_that_applies_and_where_it_comes_from(
+    api: ApiServer, kubeconfig: Path, where: str
+) -> None:
+    """A node every 10 minutes, a 30m hold capped at 1h: by --max-hold 1h, or by a NodePool's
+    max-hold 1h under --max-hold 3h. While held and once released, the line and the JSON
+    (`cappedBy`) name the cap and its source."""
+    t0 = api.now().replace(microsecond=0)
+    cap = {"node-holder.dev/max-hold": "1h"} if where == "nodepool" else None
+    flag = ("--max-hold", "1h") if where == "flag" else ("--max-hold", "3h")
+    hold = ("--hold-duration", "30m", *flag)
+    for minute in range(0, 41, 10):
+        api.set_clock(t0 + timedelta(minutes=minute))
+        api.add_node(f"n{minute}", created=api.now(), eks=False, annotations=cap)
+        assert run(kubeconfig, "reconcile", "--no-events", *hold).code == 0
+
+    held, held_json = (
+        run(kubeconfig, "status", *hold),
+        run(kubeconfig, "status", *hold, "--output", "json"),
+    )
+    api.set_clock(t0 + timedelta(minutes=65))
+    ended = run(kubeconfig, "reconcile", "--no-events", *hold, "--output", "json")
+    after = run(kubeconfig, "status", *hold)
+
+    (window,) = held_json.json["windows"]
+    source = window["maxHoldFrom"]
+    expected = "--max-hold 1h" if where == "flag" else f"{source} max-hold 1h"
+    assert (source == "default") is (where == "flag"), source
+    assert window["capped"] and window["cappedBy"] == expected
+    until = window["holdUntil"]
+    assert until == (t0 + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert f"capped by {expected} at {until})" in held.lines[0], held.lines[0]
+    (window,) = ended.json["windows"]
+    assert window["cappedBy"] == expected and not window["held"]
+    assert after.lines[0].startswith(f"released: {expected} ended the hold at {until}"), after.lines
+    assert all(api.annotations(f"n{m}").get(KEY) is None for m in range(0, 41, 10))
+
+
+def test_status_is_a_summary_unless_asked_for_every_node(api: ApiServer, kubeconfig: Path):
+    """Node scope, 30 held nodes: by default the summary lists the first windows (held first,
+    at most 20 in 4 KiB of JSON) and counts the rest, in text and JSON alike; --nodes adds a
+    row, or a JSON line, per node."""
+    for i in range(30):
+        add(api, f"n{i:02}", 2)
+    add(api, "old", 300, {KEY: "false"})
+    scope = ("--hold-scope", "node")
+    assert run(kubeconfig, "reconcile", "--no-events", *scope).code == 0
+
+    text, as_json = (
+        run(kubeconfig, "status", *scope),
+        run(kubeconfig, "status", *scope, "--output", "json"),
+    )
+    every = run(kubeconfig, "status", *scope, "--nodes")
+    lines = run(kubeconfig, "status", *scope, "--nodes", "--output", "json")
+
+    assert {text.code, as_json.code, every.code, lines.code} == {0}
+    assert (
+        "nodes by state: 30 held by us, 0 held by others, 0 pinned, 1 exempt, 0 free" in text.lines
+    )
+    (data,) = map(json.loads, as_json.lines)
+    listed, more = len(data["windows"]), data["windowsNotListed"]
+    assert 0 < listed <= 20 and listed + more == 30  # as many as fit in 4 KiB of JSON
+    windows = [line for line in text.lines if line.startswith("node/n")]
+    assert len(windows) == listed and text.lines[-1] == f"... and {more} more windows" + (
+        " (--nodes lists every window and node)"
+    )
+    assert not any(line.startswith("n00 ") for line in text.lines)  # no node rows
+    assert data["nodeStates"]["heldByUs"] == 30 and data["nodeStates"]["exempt"] == 1
+    assert "nodes" not in data and "patches" not in data
+    rows = {line.split()[0] for line in every.lines if line.startswith(("n", "old "))}
+    assert {f"n{i:02}" for i in range(30)} | {"old"} <= rows
+    assert sum(1 for line in every.lines if line.startswith("node/n")) == 30
+    assert {n["node"]: n["state"] for n in node_lines(lines)} == {
+        **{f"n{i:02}": "held by us" for i in range(30)},
+        "old": "exempt",
+    }
+    assert lines.json == data | {"now": lines.json["now"], "summary": lines.json["summary"]}

@@ -262,12 +262,13 @@ def test_status_shows_each_group(api: ApiServer, kubeconfig: str) -> None:
     assert text.code == 0
     rows = {line.split()[0]: line.split()[1] for line in text.lines if line.startswith(POOL)}
     assert rows == {f"{POOL}=batch": "held", f"{POOL}=web": "released"}
-    data = json.loads(run(kubeconfig, "status", "--hold-scope", "group", "--output", "json").stdout)
+    status = run(kubeconfig, "status", "--hold-scope", "group", "--nodes", "--output", "json")
+    *nodes, data = map(json.loads, status.lines)  # --nodes: a line per node, then the summary
     windows = {w["name"]: w for w in data["windows"]}
     assert windows[f"{POOL}=batch"]["held"] is True
     assert windows[f"{POOL}=batch"]["youngestNode"] == "batch-new"
     assert windows[f"{POOL}=web"]["held"] is False
-    assert {n["name"]: n["next"] for n in data["nodes"]} == {
+    assert {n["node"]: n["next"] for n in nodes} == {
         "batch-old": "add",
         "batch-new": "add",
         "web-old": "-",

@@ -98,12 +98,12 @@ class Server:
         return sorted(items, key=lambda e: (e.get("lastTimestamp") or "", e["metadata"]["name"]))
 
 
-def node_holder(server: Server, command: str) -> None:
+def node_holder(server: Server, command: str, *args: str) -> None:
     """Run the real CLI in its own process, as the CronJob does, and show its output."""
-    print(f"\n$ node-holder {command}")
+    print(f"\n$ node-holder {' '.join((command, *args))}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HOLD_", "NODE_HOLDER_"))}
     done = subprocess.run(
-        [sys.executable, "-m", "reconcile", command, "--kubeconfig", str(server.kubeconfig)],
+        [sys.executable, "-m", "reconcile", command, *args, "--kubeconfig", str(server.kubeconfig)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -157,7 +157,7 @@ def story(server: Server) -> None:
     node_holder(server, "reconcile")
     expect(server, set(), pinned, f"released; {pinned} still carries the hand-set annotation")
 
-    node_holder(server, "status")
+    node_holder(server, "status", "--nodes")
     print("\nEvents recorded on the nodes (kubectl get events):")
     for event in server.events():
         print(f"  {event['reason']:<13} node/{event['involvedObject']['name']}: {event['message']}")

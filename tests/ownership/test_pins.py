@@ -64,10 +64,11 @@ def test_a_pin_survives_the_end_of_a_hold_reconcile_and_release(
     assert run(kubeconfig, "release").code == 0
     assert api.annotations("a") == PINNED_OURS
     # status shows it, in text and JSON.
-    text = run(kubeconfig, "status")
+    text = run(kubeconfig, "status", "--nodes")
     rows = {line.split()[0]: line for line in text.lines if line.startswith(("a ", "b "))}
     assert "pinned" in rows["a"].split() and "pinned" not in rows["b"]
-    nodes = {n["name"]: n for n in run(kubeconfig, "status", "--output", "json").json["nodes"]}
+    lines = run(kubeconfig, "status", "--nodes", "--output", "json").lines[:-1]
+    nodes = {n["node"]: n for n in map(json.loads, lines)}
     assert nodes["a"]["state"] == "pinned" and nodes["a"]["annotations"] == {KEY: "pinned"}
     # Pinning again changes nothing.
     again = run(kubeconfig, "pin", "a")

@@ -67,6 +67,7 @@ TEXTS: dict[str, list[str]] = {
     "output": ["json", "TEXT", "yaml"],
     "log_format": ["json", "logfmt"],
     "verbose": ["2", "loud", "4"],
+    "nodes": ["true", "no", "maybe"],
 }
 
 
@@ -96,8 +97,8 @@ def _flag_of(exc: Exception) -> str:
 
 def _flag_args(name: str, text: str) -> list[str]:
     setting = BY_NAME[name]
-    if name == "dry_run":
-        return ["--dry-run"] if text.strip().lower() in ("true", "yes", "on", "1") else []
+    if name in ("dry_run", "nodes"):
+        return [setting.flag] if text.strip().lower() in ("true", "yes", "on", "1") else []
     if name == "events":
         on = text.strip().lower() in ("true", "yes", "on", "1")
         return ["--events" if on else "--no-events"]
@@ -130,7 +131,7 @@ def test_flag_and_env_var_give_the_same_verdict(command, name, text, monkeypatch
     through_env = _verdict(command, [], {setting.env: text}, monkeypatch)
     if text == TEXTS[name][0]:  # the good text every command that takes the setting gets
         assert isinstance(through_env, dict) and name in through_env, through_env
-    if name in ("dry_run", "events", "verbose"):
+    if name in ("dry_run", "events", "verbose", "nodes"):
         # Switches: the flag spelling cannot carry arbitrary text. A good env value must mean
         # what the matching flag means; a bad one is refused with the env var's name.
         if isinstance(through_env, tuple):
@@ -371,6 +372,7 @@ VALID = {
     "NODE_HOLDER_OUTPUT": "text",
     "NODE_HOLDER_LOG_FORMAT": "text",
     "NODE_HOLDER_VERBOSE": "0",
+    "NODE_HOLDER_STATUS_NODES": "false",
     # not settings: the test suite's, and what a Service named node-holder puts in a pod
     "NODE_HOLDER_REQUIRE_TOOLS": "1",
     "NODE_HOLDER_E2E_KUBECONFIG": "/nowhere",

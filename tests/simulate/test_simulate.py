@@ -19,7 +19,7 @@ import pytest
 from reconcile.rule.decide import NodeView
 from reconcile.rule.settings import HoldSettings
 from reconcile.simulate.replay import ReplayOptions, Simulation, replay, replay_span, simulate
-from reconcile.simulate.timeline import load_timeline
+from reconcile.simulate.timeline import iso, load_timeline
 from scripts import generate_day
 from tests.clusters import CliResult, run_cli
 
@@ -220,6 +220,58 @@ def test_a_sweep_shows_launches_avoided_against_node_hours_kept_per_hold_duratio
     data = simulate_json(path, "--sweep", "40m,5m")
     assert data["sweep"] is True
     assert [c["label"] for c in data["configurations"]] == ["20m", "40m", "5m"]
+    # 20m is 0.6 launch above the line from 5m to 40m: not a knee.
+    assert data["knee"] is None and "<- knee" not in result.stdout
+    assert "  recommended: none; no knee (no duration avoids a launch more than the straight " in (
+        result.stdout
+    )
+
+
+def test_the_sweep_marks_the_knee_of_the_bundled_day_and_recommends_it() -> None:
+    """30m: from 20m it avoids 12 more launches for 14.1 more node-hours kept, 45m 1 more
+    for 24.2 more (docs/simulate.md); farthest above the line from 5m to 2h."""
+    result = run_cli("simulate", str(EXAMPLE), "--sweep")
+    assert result.code == 0, result.stderr
+    marked = [line.split()[0] for line in result.lines if line.endswith("<- knee")]
+    assert marked == ["30m"]
+    assert (
+        "  recommended: --hold-duration 30m, the knee: from 20m it avoids 12 more launches "
+        "(est.) for 14.1 more node-hours kept; 45m avoids 1 more for 24.2 more"
+    ) in result.lines
+    found = simulate_json(str(EXAMPLE), "--sweep")["knee"]
+    assert (found["label"], found["holdDurationSeconds"]) == ("30m", 1800)
+    assert [(s["from"], s["to"], s["launchesAvoided"]) for s in found["steps"]] == [
+        ("20m", "30m", 12),
+        ("30m", "45m", 1),
+    ]
+
+
+def test_the_knee_follows_the_day_a_churn_of_12_minute_nodes_has_it_at_15m(
+    tmp_path: Path,
+) -> None:
+    """A batch node lives 12 minutes and the next comes a minute later, 40 times: a hold
+    avoids a launch only if it outlasts the 12 minutes and the gap (longer than 13m), and
+    then every one; each longer hold only keeps the removed nodes longer. The knee is the
+    first duration past 13m, 15m (the bundled day's is 30m)."""
+    start = datetime(2024, 5, 14, 0, 5, tzinfo=UTC)
+    jobs = [
+        f"{{name: job-{i}, created: {iso(start + timedelta(minutes=13 * i))}, "
+        f"deleted: {iso(start + timedelta(minutes=13 * i + 12))}, labels: {{{POOL}: batch}}}}"
+        for i in range(40)
+    ]
+    path = timeline_file(tmp_path, *jobs, end="12:00")
+
+    result = run_cli("simulate", path, "--sweep", "5m,10m,15m,30m,1h,2h")
+    data = simulate_json(path, "--sweep", "5m,10m,15m,30m,1h,2h")
+
+    assert result.code == 0, result.stderr
+    assert [line.split()[0] for line in result.lines if line.endswith("<- knee")] == ["15m"]
+    assert "  recommended: --hold-duration 15m, the knee: from 10m it avoids 39 more " in (
+        result.stdout
+    )
+    avoided = {c["label"]: c["launchesAvoidedEstimate"] for c in data["configurations"]}
+    assert (avoided["10m"], avoided["15m"], avoided["2h"]) == (0, 39, 39)
+    assert data["knee"]["label"] == "15m"
 
 
 @pytest.mark.parametrize(
