@@ -313,12 +313,14 @@ def test_the_summary_line_names_the_cap_that_applies_and_where_it_comes_from(
     max-hold 1h under --max-hold 3h. While held and once released, the line and the JSON
     (`cappedBy`) name the cap and its source."""
     t0 = api.now().replace(microsecond=0)
-    cap = {"node-holder.dev/max-hold": "1h"} if where == "nodepool" else None
+    if where == "nodepool":
+        api.add_nodepool("batch", annotations={"node-holder.dev/max-hold": "1h"})
     flag = ("--max-hold", "1h") if where == "flag" else ("--max-hold", "3h")
     hold = ("--hold-duration", "30m", *flag)
     for minute in range(0, 41, 10):
         api.set_clock(t0 + timedelta(minutes=minute))
-        api.add_node(f"n{minute}", created=api.now(), eks=False, annotations=cap)
+        labels = {"karpenter.sh/nodepool": "batch"}
+        api.add_node(f"n{minute}", created=api.now(), eks=False, labels=labels)
         assert run(kubeconfig, "reconcile", "--no-events", *hold).code == 0
 
     held, held_json = (
@@ -331,8 +333,8 @@ def test_the_summary_line_names_the_cap_that_applies_and_where_it_comes_from(
 
     (window,) = held_json.json["windows"]
     source = window["maxHoldFrom"]
-    expected = "--max-hold 1h" if where == "flag" else f"{source} max-hold 1h"
-    assert (source == "default") is (where == "flag"), source
+    expected = "--max-hold 1h" if where == "flag" else "nodepool/batch max-hold 1h"
+    assert source == ("--max-hold" if where == "flag" else "nodepool/batch"), source
     assert window["capped"] and window["cappedBy"] == expected
     until = window["holdUntil"]
     assert until == (t0 + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
