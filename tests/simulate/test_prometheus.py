@@ -1,8 +1,8 @@
 """`node-holder simulate` reads a Prometheus range query of kube-state-metrics: the reader on
 small hand-written answers (the labels in the same answer or a file of their own, promtool's
-bare matrix, every error), and two generated days backfilled into Debian's real
+bare matrix, every error), and a generated week backfilled into Debian's real
 `prometheus`, queried over HTTP and with `promtool`, whose replay must give the figures of
-the same days from YAML with their removals rounded to the step.
+the same week from YAML with its removals rounded to the step.
 
 The real-server tests need Debian's `prometheus` and `promtool` (`make prom-tools`); without
 them they skip, unless NODE_HOLDER_REQUIRE_TOOLS=1 (what `make test` sets), where they fail.
@@ -250,11 +250,11 @@ def test_a_step_longer_than_the_shortest_hold_compared_is_exit_2_before_any_repl
     )
 
 
-# --- generated days through the real Prometheus -------------------------------------------
+# --- a generated week through the real Prometheus -----------------------------------------
 
-# Two days, not a week: promtool writes a block per 2 hours, each synced to disk (about a
-# fifth of a second each on the project's shared machine), so a week would take 15 s.
-DAYS = 2
+# A week, as a user replays one: promtool writes a block per 2 hours (84), each synced to disk
+# (about 5 s in all on the project's loaded 2-core machine).
+DAYS = 7
 STEP = timedelta(minutes=5)
 START = datetime(2024, 5, 13, tzinfo=UTC)  # a Monday
 END = START + timedelta(days=DAYS)
@@ -434,7 +434,7 @@ def from_yaml(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return figures(str(path))
 
 
-def test_two_days_from_prometheus_over_http_replay_as_the_same_days_from_yaml(
+def test_a_week_from_prometheus_over_http_replays_as_the_same_week_from_yaml(
     prometheus: tuple[str, Path], from_yaml: dict[str, Any]
 ) -> None:
     url, work = prometheus
@@ -450,7 +450,7 @@ def test_two_days_from_prometheus_over_http_replay_as_the_same_days_from_yaml(
     assert primary["nodesRemovedWhileHeld"] > 0
 
 
-def test_the_documented_promtool_recipe_gives_the_same_days(
+def test_the_documented_promtool_recipe_gives_the_same_week(
     prometheus: tuple[str, Path], from_yaml: dict[str, Any]
 ) -> None:
     """docs/simulate.md's promtool commands: one file per metric, the matrix alone."""
