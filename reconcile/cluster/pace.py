@@ -31,12 +31,19 @@ class DeadlineExceeded(Exception):
     """The run's --timeout is used up."""
 
 
+class Deferred(DeadlineExceeded):
+    """Too little of the run's time is left to send a write and hear its answer: the write is
+    left for the next run, by design (docs/design.md, "Patches and concurrency")."""
+
+
 def explain(exc: Exception) -> str:
     """One line for people on why a request did not succeed."""
     if isinstance(exc, ApiError):
         return exc.explain()
     if isinstance(exc, Interrupted):
         return "stopped by signal"
+    if isinstance(exc, Deferred):
+        return "left for the next run"
     if isinstance(exc, DeadlineExceeded):
         return "run timeout reached"
     return str(exc) or type(exc).__name__
@@ -80,6 +87,10 @@ AUTO_QPS, AUTO_NODES_PER_QPS = 200.0, 300
 #: rate (at most once a second, never below MIN_QPS); each write answered within SLOW seconds
 #: gives back RECOVERY of the ceiling per second since the last change (half to full: 15 s).
 SAMPLES, SLOW, RECOVERY, MIN_QPS = 20, 1.0, 1 / 30, 1.0
+#: The time kept at the end of a run for the last writes' answers: the p95 of the run's last
+#: SAMPLES answers, never less than ANSWER_FLOOR seconds. A write that cannot start before then
+#: is left for the next run, so a run never cuts a write it sent.
+ANSWER_FLOOR = 0.5
 
 
 class RateLimiter:
@@ -110,8 +121,19 @@ class RateLimiter:
         self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
         self._stamp = now
 
-    def acquire(self, deadline: Deadline, stop: threading.Event, cost: float = 1.0) -> None:
-        """Wait for `cost` tokens; beyond the burst, the tokens go into debt for the next."""
+    def capacity(self, seconds: float) -> float:
+        """The tokens there are to spend in the next `seconds`, at the rate as it is now."""
+        if self.qps <= 0:
+            return math.inf
+        with self._lock:
+            self._refill(self.clock())
+            return self._tokens + self.qps * max(seconds, 0.0)
+
+    def acquire(
+        self, deadline: Deadline, stop: threading.Event, cost: float = 1.0, reserve: float = 0.0
+    ) -> None:
+        """Wait for `cost` tokens; beyond the burst, the tokens go into debt for the next. A
+        wait that would end less than `reserve` seconds (> 0) before the deadline: Deferred."""
         if self.qps <= 0:
             return
         needed = min(cost, self.burst)
@@ -122,8 +144,8 @@ class RateLimiter:
                     self._tokens -= cost
                     return
                 wait = (needed - self._tokens) / self.qps
-            if wait >= deadline.remaining():
-                raise DeadlineExceeded("rate limit")
+            if wait >= deadline.remaining() - reserve:
+                raise Deferred("rate limit") if reserve else DeadlineExceeded("rate limit")
             if stop.wait(wait):
                 raise Interrupted("rate limit")
 
@@ -149,6 +171,21 @@ class RateLimiter:
                 self.qps, self._changed = min(self.ceiling, grown), now
 
 
+class Answers:
+    """How long the run's writes took to be answered, the last SAMPLES of them."""
+
+    def __init__(self) -> None:
+        self._seconds: deque[float] = deque(maxlen=SAMPLES)
+
+    def record(self, seconds: float) -> None:
+        self._seconds.append(seconds)  # deque.append is thread-safe
+
+    def margin(self) -> float:
+        """The time to keep for a write's answer: the p95 so far, at least ANSWER_FLOOR."""
+        seen = sorted(self._seconds)
+        return max(ANSWER_FLOOR, seen[math.ceil(0.95 * len(seen)) - 1] if seen else 0.0)
+
+
 @dataclass(frozen=True)
 class Pace:
     """How a command paces its requests: workers, the write rate, retries, its deadline and its
@@ -160,6 +197,7 @@ class Pace:
     deadline: Deadline
     stop: threading.Event
     request_timeout: float
+    answers: Answers = field(default_factory=Answers, compare=False)
 
     @classmethod
     def start(
@@ -182,13 +220,22 @@ class Pace:
             request_timeout=request_timeout,
         )
 
+    def write_capacity(self) -> float:
+        """The write tokens this run can still spend and hear answered (math.inf: no limit)."""
+        return self.limiter.capacity(self.deadline.remaining() - self.answers.margin())
+
+    def too_late_to_write(self) -> bool:
+        """Whether a write started now might be answered after the deadline."""
+        return self.deadline.remaining() <= self.answers.margin()
+
     def retry(
         self, call: Callable[[float], T], what: str, *, write: bool = False, cost: float = 1.0
     ) -> T:
         """Run `call(timeout)` until it succeeds, a non-transient error, or the budget ends.
 
         A `write` waits for `cost` tokens of the rate limit before each try, and its answer
-        (how long it took, a 429) steers the rate. Transient: 429 (after its Retry-After),
+        (how long it took, a 429) steers the rate; a write whose first try cannot start in time
+        to be answered before the deadline raises Deferred. Transient: 429 (after its Retry-After),
         5xx, and transport errors (reset, refused, timed out). Anything else (400, 401, 403,
         404, 409, 410, 422) is the caller's to handle and is raised at once.
         """
@@ -197,7 +244,10 @@ class Pace:
             if self.stop.is_set():
                 raise Interrupted(what)
             if write:
-                self.limiter.acquire(self.deadline, self.stop, cost)
+                reserve = self.answers.margin() if attempt == 0 else 0.0
+                self.limiter.acquire(self.deadline, self.stop, cost, reserve)
+                if attempt == 0 and self.too_late_to_write():
+                    raise Deferred(what)
             remaining = self.deadline.remaining()
             if remaining <= 0:
                 raise DeadlineExceeded(what)
@@ -211,7 +261,9 @@ class Pace:
                 error, retry_after = exc, None
             finally:
                 if write:
-                    self.limiter.observe(self.limiter.clock() - started, throttled)
+                    answered = self.limiter.clock() - started
+                    self.answers.record(answered)
+                    self.limiter.observe(answered, throttled)
             attempt += 1
             if attempt >= self.backoff.attempts:
                 raise error
