@@ -47,6 +47,9 @@ class Outcome(StrEnum):
     LEFT = "left"  # beyond what fits this run's deadline at its rate: the next run's, by design
 
 
+FAILURES = (Outcome.FAILED, Outcome.NOT_SENT)
+
+
 @dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
 class NodeResult:
     node: str
@@ -65,7 +68,7 @@ class ApplyResult:
 
     @property
     def failed(self) -> tuple[NodeResult, ...]:
-        return tuple(r for r in self.results if r.outcome in (Outcome.FAILED, Outcome.NOT_SENT))
+        return tuple(r for r in self.results if r.outcome in FAILURES)
 
     @property
     def writes(self) -> int:
@@ -79,7 +82,7 @@ class ApplyResult:
     @property
     def stalled(self) -> bool:
         """Patches were due and none was done: neither landed, nor found settled or gone."""
-        undone = (Outcome.FAILED, Outcome.NOT_SENT, Outcome.LEFT)
+        undone = (*FAILURES, Outcome.LEFT)
         return bool(self.results) and all(r.outcome in undone for r in self.results)
 
 
@@ -238,8 +241,10 @@ def apply_plan(
             if patch is None:
                 return
             try:
-                late = pace.too_late_to_write()  # slow answers, a halved rate: the time is up
-                result = NodeResult(patch.node, Outcome.LEFT, patch) if late else patcher.patch(patch)
+                if pace.too_late_to_write():  # slow answers, a halved rate: the time is up
+                    result = NodeResult(patch.node, Outcome.LEFT, patch)
+                else:
+                    result = patcher.patch(patch)
             except Exception as exc:  # one node's surprise must not sink the others' patches
                 log.debug("node/%s: unexpected error", patch.node, exc_info=True)
                 error = f"{type(exc).__name__}: {exc}"
@@ -265,7 +270,7 @@ def apply_plan(
     return ApplyResult(
         done,
         interrupted=pace.stop.is_set(),
-        timed_out=pace.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
+        timed_out=pace.deadline.expired and any(r.outcome in FAILURES for r in done),
         fatal=patcher.refused[0] if patcher.refused else None,
     )
 
