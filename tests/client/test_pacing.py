@@ -88,17 +88,23 @@ def test_a_run_that_starts_late_plans_fewer_writes_and_sends_no_patch_it_cannot_
     assert late.json["continues"]["nodesLeft"] == late.json["summary"]["left"] == left
 
 
-def test_the_text_says_what_continues_next_run(api: ApiServer, kubeconfig: Path) -> None:
-    """One line after the counts; the counts name the nodes left."""
+def test_the_text_and_the_event_say_what_was_done_and_what_continues_next_run(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """One line after the counts; the counts name the nodes left; the hold's Event counts the
+    nodes patched, not those planned."""
     api.add_nodes(1_000, created=api.now() - timedelta(minutes=1), eks=False)
 
-    run = reconcile(kubeconfig, "--qps", "100", "--timeout", "2s", "--no-events")
+    run = reconcile(kubeconfig, "--qps", "100", "--timeout", "2s")
 
     sent = patches(api, 0)
     assert run.code == 0 and not error_lines(run.stderr), run.stderr
     runs = -(-(1_000 - sent) // sent)
     assert run.lines[-1] == f"continues next run: {1_000 - sent} nodes left (about {runs} runs)"
     assert f"{sent} added, 0 removed, {1_000 - sent} left, 0 unchanged" in run.lines[-2]
+    (event,) = api.events
+    assert event["reason"] == "HoldStarted"
+    assert event["message"].endswith(f"; hold annotation added to {sent} node(s)")
 
 
 def test_a_refusal_still_fails_the_run_that_leaves_nodes(api: ApiServer, kubeconfig: Path):
