@@ -96,7 +96,6 @@ OUTCOMES: tuple[tuple[type[Exception], Outcome | None], ...] = (
     (ApiError, Outcome.FAILED),
     (TransportError, Outcome.FAILED),
     (Interrupted, Outcome.NOT_SENT),
-    (Deferred, Outcome.LEFT),
     (DeadlineExceeded, Outcome.NOT_SENT),
 )
 SENT_ERRORS = (ApiError, TransportError, Unconfirmed, Interrupted, DeadlineExceeded)
@@ -189,7 +188,8 @@ class _Patcher:
         except SENT_ERRORS as exc:
             if isinstance(exc, Unauthorized | Forbidden):
                 self.refused.append(exc.explain())
-            outcome = outcome_of(exc)
+            # Left, not failed: a node's patch is the next run's (a NodePool's is not paced).
+            outcome = Outcome.LEFT if isinstance(exc, Deferred) else outcome_of(exc)
             if outcome is None:
                 why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
                 log.info("node/%s: %s; reading it again", patch.node, why)

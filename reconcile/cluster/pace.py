@@ -42,8 +42,6 @@ def explain(exc: Exception) -> str:
         return exc.explain()
     if isinstance(exc, Interrupted):
         return "stopped by signal"
-    if isinstance(exc, Deferred):
-        return "left for the next run"
     if isinstance(exc, DeadlineExceeded):
         return "run timeout reached"
     return str(exc) or type(exc).__name__
