@@ -87,8 +87,9 @@ def until_done(
         expect = Expect(held=None, no_writes=phase == "steady")
         row = measured(server, tool, nodes=case.nodes, phase=phase, expect=expect, workdir=workdir)
         rows.append(row)
-        if row.usage.code == 0:
-            break
+        output = workdir / f"{tool.name.split(maxsplit=1)[0]}-{case.nodes}-{phase}.out"
+        if row.usage.code != 0 or "continues next run: " not in output.read_text():
+            break  # failed, or nothing left to the next run (pacing is not failure)
     check = "ok"
     if held is not None:
         total, carrying = server.annotated(KEY)

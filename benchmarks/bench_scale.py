@@ -45,7 +45,7 @@ from measure import REPO, child_env, python_cmd
 
 sys.path.insert(0, str(REPO))  # the API test server is tests.kubeapi
 
-from reconcile.cluster.pace import Deadline, DeadlineExceeded, RateLimiter
+from reconcile.cluster.pace import ANSWER_FLOOR, Deadline, DeadlineExceeded, RateLimiter
 from reconcile.simulate.report import level_line
 from tests.kubeapi.apiserver import ApiServer
 
@@ -103,8 +103,11 @@ class _Waits(threading.Event):
 
 
 def modelled(nodes: int, ending: bool, model: Model) -> Edge:
-    """The annotation mechanism's hold start (or end, at half the rate) on a fake clock."""
+    """The annotation mechanism's hold start (or end, at half the rate) on a fake clock; each
+    run plans the patches that fit its deadline, less the margin for the last answers
+    (reconcile/cluster/apply.py, `planned`), and leaves the rest to the next run."""
     clock, sent, run = _Clock(), [], 0
+    cost, margin = 2 if ending else 1, max(ANSWER_FLOOR, model.latency)
     while len(sent) < nodes:
         clock.now = run * model.interval
         deadline = Deadline(model.timeout, clock)
@@ -112,10 +115,11 @@ def modelled(nodes: int, ending: bool, model: Model) -> Edge:
         limiter.fit(nodes)
         clock.now += model.startup + nodes * model.list_per_node
         free = [clock.now] * model.workers  # when each worker can take the next patch
-        while len(sent) < nodes:
+        planned = len(sent) + int(limiter.capacity(deadline.remaining() - margin) // cost)
+        while len(sent) < min(nodes, planned):
             clock.now = max(clock.now, heapq.heappop(free))
             try:
-                limiter.acquire(deadline, _Waits(clock), 2 if ending else 1)
+                limiter.acquire(deadline, _Waits(clock), cost, margin)
             except DeadlineExceeded:
                 break
             sent.append(clock.now)
@@ -192,11 +196,11 @@ class Measured:
 def measure_edge(
     api: ApiServer, kubeconfig: Path, writes_expected: int, interval: float, *args: str
 ) -> Measured:
-    """Runs on the schedule until one exits 0; the stored writes (node or NodePool PATCHes)
-    from the request log."""
+    """Runs on the schedule until one leaves nothing to the next (each exits 0); the stored
+    writes (node or NodePool PATCHes) from the request log."""
     api.reset_log()
-    began, runs, code = time.perf_counter(), 0, 1
-    while code != 0:
+    began, runs, left = time.perf_counter(), 0, True
+    while left:
         time.sleep(max(0.0, began + runs * interval - time.perf_counter()))
         cmd = [
             *python_cmd(),
@@ -207,11 +211,15 @@ def measure_edge(
             str(kubeconfig),
             *args,
         ]
-        code = subprocess.run(
-            cmd, env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, check=False
-        ).returncode
+        done = subprocess.run(
+            cmd, env=child_env(), cwd=REPO, capture_output=True, text=True, check=False
+        )
+        left = "continues next run: " in done.stdout
         runs += 1
-        print(f"  run {runs}: exit {code}", file=sys.stderr, flush=True)
+        last = done.stdout.splitlines()[-1] if left else ""
+        print(f"  run {runs}: exit {done.returncode} {last}", file=sys.stderr, flush=True)
+        if done.returncode:
+            raise SystemExit(f"run {runs} failed: {done.stderr.strip()}")
         if runs > 10:
             raise SystemExit("the measured hold edge did not finish in 10 runs")
     log = api.requests
@@ -295,6 +303,40 @@ def one_run_covers(nodes: int) -> str:
     return f"one run of {nodes:,} nodes covers: " + "; ".join(covered)
 
 
+#: Cluster sizes for the table of hold edges that take more than one run.
+RUN_SIZES = (2_000, 5_000, 8_000, 10_000, 20_000, 50_000, 100_000)
+
+
+def one_run(ending: bool, model: Model) -> int:
+    """The largest cluster whose hold start (`ending`: end) one run covers, by bisection."""
+    low, high = 1, 200_000
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if modelled(mid, ending, model).runs == 1 else (low, mid - 1)
+    return low
+
+
+def runs_table(model: Model) -> list[str]:
+    """Hold starts and ends over runs: how many runs, and when the last node is held (the
+    start) or released (the end), from the first run's start. The first run itself starts up
+    to a minute after the node that starts the hold appears, or after the hold ends."""
+    rows = [
+        f"One run covers a hold start on up to {one_run(False, model):,} nodes and a hold end "
+        f"on up to {one_run(True, model):,}.",
+        "",
+        "| nodes | runs (start / end) | last node held after the start | last node released "
+        "after the end |",
+        "|---:|---|---|---|",
+    ]
+    for nodes in RUN_SIZES:
+        start, end = modelled(nodes, False, model), modelled(nodes, True, model)
+        rows.append(
+            f"| {nodes:,} | {start.runs} / {end.runs} | {duration(start.seconds)} "
+            f"| {duration(end.seconds)} |"
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-only", action="store_true", help="skip the measured rows")
@@ -319,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         f"every Node (and NodePool); {NODEPOOLS} NodePools.\n"
     )
     print("\n".join([*HEAD, *rows]))
+    print("\nHold edges over runs, the same model, at the default settings:\n")
+    print("\n".join(runs_table(model)))
     return 0
 
 

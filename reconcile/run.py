@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -17,7 +18,15 @@ from reconcile.cluster.nodepools import PoolResult, Pools, apply_pools, read_poo
 from reconcile.cluster.pace import Backoff, Pace
 from reconcile.cluster.read import Listing, read_nodes
 from reconcile.rule import budget
-from reconcile.rule.decide import MAX_EVENTS, Plan, Transition, decide, recorded_events
+from reconcile.rule.decide import (
+    MAX_EVENTS,
+    NodePatch,
+    Plan,
+    Reason,
+    Transition,
+    decide,
+    recorded_events,
+)
 from reconcile.rule.settings import HoldSettings, RunSettings
 
 
@@ -95,7 +104,7 @@ def run_once(
     landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
     done = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]
     on_pools = [t for t in done if t][:MAX_EVENTS]  # the run's bound, for NodePools too
-    transitions = [*on_pools, *recorded_events(plan.transitions, landed)]
+    transitions = [*on_pools, *recorded_events(_as_landed(plan.transitions, landed), landed)]
     events, errors = record_events(kube, plan, transitions, run, pace, describe)
     return replace(
         result,
@@ -104,6 +113,21 @@ def run_once(
         event_errors=errors,
         pools=pools,
         requests=kube.requests,
+    )
+
+
+def _as_landed(
+    transitions: tuple[Transition, ...], landed: list[NodePatch]
+) -> tuple[Transition, ...]:
+    """Each node transition with the nodes whose patch landed, not those planned: a run that
+    leaves nodes to the next one says in its Event what it changed."""
+    added = Counter(p.window for p in landed if p.added)
+    removed = Counter(p.window for p in landed if p.removed)
+    return tuple(
+        replace(t, nodes=(removed if t.reason is Reason.ENDED else added)[t.window.name])
+        if t.window is not None and t.kind == "Node"
+        else t
+        for t in transitions
     )
 
 

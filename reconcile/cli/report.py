@@ -10,6 +10,7 @@ line grows with the cluster: per-node detail is a line per node (docs/reference.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from datetime import datetime
 from typing import Any
@@ -259,11 +260,11 @@ def _shown(plan: Plan) -> list[HoldWindow]:
 #: Always printed, even at 0; the others only when they happen.
 _ALWAYS = ("added", "removed", "unchanged", "held by others", "exempt", "deleting")
 _ALWAYS_FOR = {Mode.PIN: ("pinned", "unchanged"), Mode.UNPIN: ("unpinned", "unchanged")}
-#: The categories, in the order they are printed: what changed, what failed, what did not;
-#: "switched": a key added and another removed in the same patch.
+#: The categories, in the order they are printed: what changed, what failed, what was left for
+#: the next run, what did not; "switched": a key added and another removed in the same patch.
 _CHANGED = ("added", "removed", "switched", "disowned", "tidied", "pinned", "unpinned")
 _UNCHANGED = ("unchanged", "not selected", "held by others", "exempt", "deleting", "gone")
-_ORDER = (*_CHANGED, "failed", *_UNCHANGED)
+_ORDER = (*_CHANGED, "failed", "left", *_UNCHANGED)
 #: How `status` names a node's state, from the states of its hold keys: the first found.
 _STATE_WORDS = (
     (KeyState.PINNED, "pinned"),
@@ -291,7 +292,7 @@ def _landed_category(patch: NodePatch) -> str:
 
 
 #: Patches that did not land, by outcome; any other outcome is a failure.
-_NOT_LANDED = {Outcome.GONE: "gone", Outcome.SETTLED: "unchanged"}
+_NOT_LANDED = {Outcome.GONE: "gone", Outcome.SETTLED: "unchanged", Outcome.LEFT: "left"}
 
 
 def _category(
@@ -383,6 +384,7 @@ def summary(result: RunResult, command: str) -> dict[str, Any]:
         "events": events,
         "badValues": [_bad_value(source, why) for source, why in plan.bad_values],
         "revertedNodePools": [p.name for p in result.pools.views if p.reverted],
+        "continues": _continues(result),
         "notFound": list(result.missing),
         "notPinned": [{"node": n, "why": why} for n, why in plan.refused]
         + [
@@ -408,6 +410,16 @@ def summary(result: RunResult, command: str) -> dict[str, Any]:
         found = Counter(state(d) for d in plan.decisions)
         data["nodeStates"] = {_camel(word): found[word] for word in _STATE_ORDER}
     return data
+
+
+def _continues(result: RunResult) -> dict[str, Any] | None:
+    """The nodes left for the next run, and about how many runs like this one they take (by
+    the nodes this run patched; None if it patched none)."""
+    applied = result.applied
+    if applied is None or not applied.left:
+        return None
+    runs = math.ceil(applied.left / applied.writes) if applied.writes else None
+    return {"nodesLeft": applied.left, "runs": runs}
 
 
 def _pinned(decision: NodeDecision) -> bool:
@@ -611,8 +623,10 @@ def warnings(result: RunResult, command: str) -> list[str]:
     return found
 
 
-def failure(result: RunResult) -> str | None:
-    """The one error line of a run that did not do all it had to, or None."""
+def failure(result: RunResult, next_run: bool = True) -> str | None:
+    """The one error line of a run that failed, or None. Nodes left for the next run are no
+    failure, unless none was done (patches were due and none landed) or no `next_run` follows
+    (the uninstall hook's release)."""
     applied = result.applied
     failed = list(applied.failed) if applied is not None else []
     if applied is not None and failed and applied.fatal:
@@ -636,6 +650,12 @@ def failure(result: RunResult) -> str | None:
         )
         names = _names([r.node for r in failed])
         parts.append(f"{len(failed)} node(s) not patched{why}: {names}; the next run retries them")
+    elif applied is not None and applied.left and (applied.stalled or not next_run):
+        then = "none patched in time" if applied.stalled else "no next run follows this one"
+        parts.append(
+            f"{applied.left} node(s) left at the run timeout and {then}: give the run more "
+            "time (--timeout) or a higher rate (--qps), or run it again"
+        )
     return "; ".join(parts) or None
 
 
@@ -659,7 +679,12 @@ def text_lines(data: dict[str, Any], patches: list[str]) -> list[str]:
         f"event {e['reason']} on {e['kind'].lower()}/{e['node']}: {e['message']}"
         for e in data["events"]
     ]
-    return [*lines, *_pool_lines(data), *_decision_lines(data)]
+    lines += [*_pool_lines(data), *_decision_lines(data)]
+    if continues := data["continues"]:
+        n = continues["runs"]
+        runs = f"about {n} run{'s' * (n != 1)}" if n else "none patched in this run"
+        lines.append(f"continues next run: {continues['nodesLeft']} nodes left ({runs})")
+    return lines
 
 
 def _counts_text(data: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """Applying: patches and Events through the run's pace; 409 -> read again -> decide again.
 
-Each node changes in one patch (docs/design.md, "Patches and concurrency"); a stop or the
-deadline starts no new patch; workers take the next patch as they free up, so memory stays flat.
+Each node changes in one patch (docs/design.md, "Patches and concurrency"); a run sends what
+fits its deadline at its rate and leaves the rest to the next run; a stop starts no new patch;
+workers take the next patch as they free up, so memory stays flat.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from reconcile.cluster.errors import (
     Unauthorized,
     Unconfirmed,
 )
-from reconcile.cluster.pace import DeadlineExceeded, Interrupted, Pace, explain
+from reconcile.cluster.pace import DeadlineExceeded, Deferred, Interrupted, Pace, explain
 from reconcile.cluster.read import read_node
 from reconcile.rule.decide import NodePatch, Plan, Transition
 from reconcile.rule.nodes import MalformedNode
@@ -43,6 +44,10 @@ class Outcome(StrEnum):
     GONE = "gone"  # 404: deleted in between; nothing to do
     FAILED = "failed"
     NOT_SENT = "not sent"  # stopped (SIGTERM, deadline, auth failure) before it started
+    LEFT = "left"  # beyond what fits this run's deadline at its rate: the next run's, by design
+
+
+FAILURES = (Outcome.FAILED, Outcome.NOT_SENT)
 
 
 @dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
@@ -63,11 +68,22 @@ class ApplyResult:
 
     @property
     def failed(self) -> tuple[NodeResult, ...]:
-        return tuple(r for r in self.results if r.outcome in (Outcome.FAILED, Outcome.NOT_SENT))
+        return tuple(r for r in self.results if r.outcome in FAILURES)
 
     @property
     def writes(self) -> int:
         return sum(1 for r in self.results if r.outcome is Outcome.PATCHED)
+
+    @property
+    def left(self) -> int:
+        """Nodes left for the next run by design; not a failure."""
+        return sum(1 for r in self.results if r.outcome is Outcome.LEFT)
+
+    @property
+    def stalled(self) -> bool:
+        """Patches were due and none was done: neither landed, nor found settled or gone."""
+        undone = (*FAILURES, Outcome.LEFT)
+        return bool(self.results) and all(r.outcome in undone for r in self.results)
 
 
 #: What a failed send means for the node, by error type, first match wins. None: the node
@@ -166,19 +182,19 @@ class _Patcher:
         def send(timeout: float) -> str:
             return self.kube.patch_node(patch.node, patch.body(), timeout=timeout)
 
-        # A hold ends at half the rate it starts at (a patch that only removes costs twice):
-        # the nodes go back to consolidation gently. `release` removes at the full rate.
-        ending = self.plan.mode is Mode.RECONCILE and patch.removed and not patch.added
+        cost = write_cost(self.plan, patch)
         try:
-            self.pace.retry(send, f"node/{patch.node}: patch", write=True, cost=2 if ending else 1)
+            self.pace.retry(send, f"node/{patch.node}: patch", write=True, cost=cost)
         except SENT_ERRORS as exc:
             if isinstance(exc, Unauthorized | Forbidden):
                 self.refused.append(exc.explain())
-            outcome = outcome_of(exc)
+            # Left, not failed: a node's patch is the next run's (a NodePool's is not paced).
+            outcome = Outcome.LEFT if isinstance(exc, Deferred) else outcome_of(exc)
             if outcome is None:
                 why = "changed since listed (409)" if isinstance(exc, Conflict) else str(exc)
                 log.info("node/%s: %s; reading it again", patch.node, why)
-            return outcome, None if outcome in (None, Outcome.GONE) else explain(exc)
+            quiet = (None, Outcome.GONE, Outcome.LEFT)
+            return outcome, None if outcome in quiet else explain(exc)
         return Outcome.PATCHED, None
 
     def _decide_again(self, patch: NodePatch, _why: str | None) -> NodePatch | Ended:
@@ -203,13 +219,16 @@ def apply_plan(
     pace: Pace,
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> ApplyResult:
-    """Send every patch of the plan, in `write_order`, at the rate the limiter fits to the
-    cluster; never raises for a single node's failure. `on_result` hears each node's result as
-    soon as it is known, one at a time: a run killed later still leaves those lines in its log."""
+    """Send the patches of the plan, in `write_order`, at the rate the limiter fits to the
+    cluster, as many as fit the time left (`planned`); the others, and those that cannot start
+    in time after slow answers, are left for the next run (Outcome.LEFT). Never raises for a
+    single node's failure. `on_result` hears each node's result as soon as it is known, one at
+    a time: a run killed later still leaves those lines in its log."""
     patches = write_order(plan)
     if not patches:
         return ApplyResult(())
     pace.limiter.fit(len(plan.decisions))
+    patches, left = planned(plan, patches, pace.write_capacity())
     patcher = _Patcher(plan, kube, pace, time.monotonic())
     results: list[NodeResult | None] = [None] * len(patches)
     upcoming = iter(enumerate(patches))
@@ -222,13 +241,16 @@ def apply_plan(
             if patch is None:
                 return
             try:
-                result = patcher.patch(patch)
+                if pace.too_late_to_write():  # slow answers, a halved rate: the time is up
+                    result = NodeResult(patch.node, Outcome.LEFT, patch)
+                else:
+                    result = patcher.patch(patch)
             except Exception as exc:  # one node's surprise must not sink the others' patches
                 log.debug("node/%s: unexpected error", patch.node, exc_info=True)
                 error = f"{type(exc).__name__}: {exc}"
                 result = NodeResult(patch.node, Outcome.FAILED, patch, error=error)
             results[index] = result
-            if on_result is not None:
+            if on_result is not None and result.outcome is not Outcome.LEFT:  # counted, once
                 with report:
                     try:
                         on_result(result)
@@ -244,12 +266,33 @@ def apply_plan(
     for thread in threads:
         thread.join()
     done = tuple(r for r in results if r is not None)
+    done += tuple(NodeResult(p.node, Outcome.LEFT, p) for p in left)
     return ApplyResult(
         done,
         interrupted=pace.stop.is_set(),
-        timed_out=pace.deadline.expired and any(r.outcome is Outcome.NOT_SENT for r in done),
+        timed_out=pace.deadline.expired and any(r.outcome in FAILURES for r in done),
         fatal=patcher.refused[0] if patcher.refused else None,
     )
+
+
+def write_cost(plan: Plan, patch: NodePatch) -> int:
+    """A hold ends at half the rate it starts at (a patch that only removes costs twice): the
+    nodes go back to consolidation gently. `release` removes at the full rate."""
+    ending = plan.mode is Mode.RECONCILE and patch.removed and not patch.added
+    return 2 if ending else 1
+
+
+def planned(
+    plan: Plan, patches: list[NodePatch], capacity: float
+) -> tuple[list[NodePatch], list[NodePatch]]:
+    """The first patches whose costs fit `capacity` (the write tokens the time left allows),
+    and the rest, left for the next run."""
+    spent = 0.0
+    for index, patch in enumerate(patches):
+        spent += write_cost(plan, patch)
+        if spent > capacity:
+            return patches[:index], patches[index:]
+    return patches, []
 
 
 def write_order(plan: Plan) -> list[NodePatch]:

@@ -12,6 +12,7 @@ import math
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.client import responses
@@ -29,6 +30,11 @@ class Interrupted(Exception):
 
 class DeadlineExceeded(Exception):
     """The run's --timeout is used up."""
+
+
+class Deferred(DeadlineExceeded):
+    """Too little of the run's time is left to send a write and hear its answer: the write is
+    left for the next run, by design (docs/design.md, "Patches and concurrency")."""
 
 
 def explain(exc: Exception) -> str:
@@ -82,6 +88,10 @@ AUTO_QPS, AUTO_NODES_PER_QPS = 200.0, 300
 #: How long an answer took is no signal: the client cannot tell a slow server from its own
 #: slowness (a starved CPU, the other workers holding the GIL), which a latency also measures.
 RECOVERY, MIN_QPS = 1 / 30, 1.0
+#: The time kept at the end of a run for the last writes' answers: the p95 of the run's last
+#: SAMPLES answers, never less than ANSWER_FLOOR seconds. A write that cannot start before then
+#: is left for the next run, so a run never cuts a write it sent.
+SAMPLES, ANSWER_FLOOR = 20, 0.5
 
 
 class RateLimiter:
@@ -111,8 +121,19 @@ class RateLimiter:
         self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
         self._stamp = now
 
-    def acquire(self, deadline: Deadline, stop: threading.Event, cost: float = 1.0) -> None:
-        """Wait for `cost` tokens; beyond the burst, the tokens go into debt for the next."""
+    def capacity(self, seconds: float) -> float:
+        """The tokens there are to spend in the next `seconds`, at the rate as it is now."""
+        if self.qps <= 0:
+            return math.inf
+        with self._lock:
+            self._refill(self.clock())
+            return self._tokens + self.qps * max(seconds, 0.0)
+
+    def acquire(
+        self, deadline: Deadline, stop: threading.Event, cost: float = 1.0, reserve: float = 0.0
+    ) -> None:
+        """Wait for `cost` tokens; beyond the burst, the tokens go into debt for the next. A
+        wait that would end less than `reserve` seconds (> 0) before the deadline: Deferred."""
         if self.qps <= 0:
             return
         needed = min(cost, self.burst)
@@ -123,8 +144,8 @@ class RateLimiter:
                     self._tokens -= cost
                     return
                 wait = (needed - self._tokens) / self.qps
-            if wait >= deadline.remaining():
-                raise DeadlineExceeded("rate limit")
+            if wait >= deadline.remaining() - reserve:
+                raise Deferred("rate limit") if reserve else DeadlineExceeded("rate limit")
             if stop.wait(wait):
                 raise Interrupted("rate limit")
 
@@ -145,6 +166,21 @@ class RateLimiter:
                 log.info("node writes slowed to %.3g/s (%s)", self.qps, refused)
 
 
+class Answers:
+    """How long the run's writes took to be answered, the last SAMPLES of them."""
+
+    def __init__(self) -> None:
+        self._seconds: deque[float] = deque(maxlen=SAMPLES)
+
+    def record(self, seconds: float) -> None:
+        self._seconds.append(seconds)  # deque.append is thread-safe
+
+    def margin(self) -> float:
+        """The time to keep for a write's answer: the p95 so far, at least ANSWER_FLOOR."""
+        seen = sorted(self._seconds)
+        return max(ANSWER_FLOOR, seen[math.ceil(0.95 * len(seen)) - 1] if seen else 0.0)
+
+
 @dataclass(frozen=True)
 class Pace:
     """How a command paces its requests: workers, the write rate, retries, its deadline and its
@@ -156,6 +192,7 @@ class Pace:
     deadline: Deadline
     stop: threading.Event
     request_timeout: float
+    answers: Answers = field(default_factory=Answers, compare=False)
 
     @classmethod
     def start(
@@ -178,26 +215,39 @@ class Pace:
             request_timeout=request_timeout,
         )
 
+    def write_capacity(self) -> float:
+        """The write tokens this run can still spend and hear answered (math.inf: no limit)."""
+        return self.limiter.capacity(self.deadline.remaining() - self.answers.margin())
+
+    def too_late_to_write(self) -> bool:
+        """Whether a write started now might be answered after the deadline."""
+        return self.deadline.remaining() <= self.answers.margin()
+
     def retry(
         self, call: Callable[[float], T], what: str, *, write: bool = False, cost: float = 1.0
     ) -> T:
         """Run `call(timeout)` until it succeeds, a non-transient error, or the budget ends.
 
         A `write` waits for `cost` tokens of the rate limit before each try, and its answer
-        (a 429 or a 5xx, or any other) steers the rate. Transient: 429 (after its Retry-After),
-        5xx, and transport errors (reset, refused, timed out). Anything else (400, 401, 403,
-        404, 409, 410, 422) is the caller's to handle and is raised at once.
+        (a 429 or a 5xx, or any other) steers the rate; a write whose first try cannot start in
+        time to be answered before the deadline raises Deferred. Transient: 429 (after its
+        Retry-After), 5xx, and transport errors (reset, refused, timed out). Anything else (400,
+        401, 403, 404, 409, 410, 422) is the caller's to handle and is raised at once.
         """
         attempt = 0
         while True:
             if self.stop.is_set():
                 raise Interrupted(what)
             if write:
-                self.limiter.acquire(self.deadline, self.stop, cost)
+                reserve = self.answers.margin() if attempt == 0 else 0.0
+                self.limiter.acquire(self.deadline, self.stop, cost, reserve)
+                if attempt == 0 and self.too_late_to_write():
+                    raise Deferred(what)
             remaining = self.deadline.remaining()
             if remaining <= 0:
                 raise DeadlineExceeded(what)
             refused = None  # the server's word that it is overloaded: a 429 or a 5xx
+            started = self.limiter.clock()
             try:
                 return call(min(self.request_timeout, remaining))
             except (TooManyRequests, ServerError) as exc:
@@ -208,6 +258,7 @@ class Pace:
                 error, retry_after = exc, None
             finally:
                 if write:
+                    self.answers.record(self.limiter.clock() - started)
                     self.limiter.observe(refused)
             attempt += 1
             if attempt >= self.backoff.attempts:

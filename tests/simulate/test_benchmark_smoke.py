@@ -32,9 +32,19 @@ def test_the_scale_benchmark_models_both_mechanisms_at_every_size() -> None:
     """The model alone (the measured rows take two minutes: `make bench`)."""
     done = run_python("benchmarks/bench_scale.py", "--model-only")
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in done.stdout.splitlines()]
+    table, _, over_runs = done.stdout.partition("Hold edges over runs")
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in table.splitlines()]
     found = {(row[0], row[1].split()[0]) for row in rows if row and row[0][:1].isdigit()}
     sizes = ("5,000", "50,000", "100,000")
     assert found == {(n, m) for n in sizes for m in ("annotation", "budget")}
     writes = {row[0]: row[2] for row in rows if row and row[1] == "annotation"}
     assert writes == {n: n for n in sizes}  # one write per node per hold edge
+    # The sizes at which a hold start and end take more than one run (docs/performance.md): more
+    # runs for more nodes, and an end (at half the rate) takes at least as many as a start.
+    lines = [line.split("|")[1:3] for line in over_runs.splitlines() if line[2:3].isdigit()]
+    sizes = [int(size.replace(",", "")) for size, _ in lines]
+    starts, ends = zip(*(map(int, runs.split(" / ")) for _, runs in lines), strict=True)
+    assert len(sizes) > 3 and sizes == sorted(sizes)
+    assert list(starts) == sorted(starts) and list(ends) == sorted(ends)
+    assert starts[0] == ends[0] == 1 and all(s <= e for s, e in zip(starts, ends, strict=True))
+    assert ends[-1] > 1 and "One run covers a hold start on up to" in over_runs

@@ -1,0 +1,166 @@
+"""Pacing is not failure (issue 30 §1): a run sends what fits its deadline at its rate and leaves
+the rest to the next run by design, exit 0 with `continues next run: N nodes left (about M
+runs)`; it exits 1 only when something failed, or when patches were due and none was done.
+
+Counts only, from the API test server's state and request log, never a clock: a loaded machine
+makes a run do less, and the next run finds exactly what the last one said it left.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.clusters import CliResult, run_cli
+from tests.helpers import NODES, OURS, error_lines
+from tests.kubeapi.apiserver import ApiServer, Fault
+
+#: A rate and a deadline that spread 5,000 nodes over two to four runs of 6 s each, with time
+#: to list them on a loaded machine (where a run does less, never nothing).
+FAST = ("--qps", "800", "--timeout", "6s", "--no-events", "--output", "json")
+
+
+def reconcile(kubeconfig: Path, *args: str) -> CliResult:
+    return run_cli("reconcile", "--kubeconfig", str(kubeconfig), *args)
+
+
+def patches(api: ApiServer, since: int) -> int:
+    """PATCH requests to nodes logged after the first `since`."""
+    return len(api.writes()[since:])
+
+
+@pytest.mark.parametrize("edge", ["hold start", "hold end"])
+def test_5000_nodes_continue_over_runs_each_finding_what_the_last_one_left(
+    api: ApiServer, kubeconfig: Path, edge: str
+) -> None:
+    """Each run exits 0 and announces N nodes left; the cluster then has exactly N nodes to
+    patch, and the next run sends or leaves exactly N; no node is written twice; the runs
+    taken are about those the first run announced (twice as many allowed: load)."""
+    start = edge == "hold start"
+    now = api.now()
+    created = now - (timedelta(minutes=1) if start else timedelta(hours=3))
+    names = api.add_nodes(5_000, created=created, eks=False, annotations=None if start else OURS)
+    done = OURS if start else {}
+
+    def undone() -> int:
+        return sum(1 for n in names if api.annotations(n) != done)
+
+    due, runs = 5_000, []
+    while due and len(runs) < 20:
+        before = len(api.writes())
+        run = reconcile(kubeconfig, *FAST)
+        runs.append(run)
+        summary, continues = run.json["summary"], run.json["continues"]
+        assert run.code == 0 and not error_lines(run.stderr), run.stderr
+        assert summary["failed"] == 0 and summary["writes"] == patches(api, before)
+        left = continues["nodesLeft"] if continues else 0
+        assert summary["writes"] + left == due  # sent what it planned, left the rest
+        assert summary["left"] == left == undone()  # what it announced is what is left
+        due = left
+
+    assert due == 0 and len(runs) >= 2, [r.json["continues"] for r in runs]
+    assert len(runs) - 1 <= 2 * runs[0].json["continues"]["runs"]
+    assert runs[-1].json["continues"] is None
+    assert set(Counter(r.path for r in api.writes() if r.stored).values()) == {1}
+
+
+def test_a_run_that_starts_late_plans_fewer_writes_and_sends_no_patch_it_cannot_finish(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """Two runs at the same rate and deadline over the same hold start; the second's node list
+    is answered 3 s late (of 6 s): it plans fewer patches, and every patch it sent was answered
+    (none cut by the deadline); it says what it left."""
+    api.add_nodes(2_000, created=api.now() - timedelta(minutes=1), eks=False)
+    args = ("--qps", "200", "--timeout", "6s", "--no-events", "--output", "json")
+
+    on_time = reconcile(kubeconfig, *args)
+    sent_on_time = patches(api, 0)
+    api.inject(Fault(method="GET", path=NODES + "$", delay=3.0, times=1))
+    late = reconcile(kubeconfig, *args)
+    sent_late = patches(api, sent_on_time)
+
+    assert on_time.code == late.code == 0, late.stderr
+    assert 0 < sent_late < sent_on_time, (sent_late, sent_on_time)
+    assert all(r.status == 200 and not r.hung_up for r in api.writes())
+    left = 2_000 - sent_on_time - sent_late
+    assert late.json["continues"]["nodesLeft"] == late.json["summary"]["left"] == left
+
+
+def test_the_text_and_the_event_say_what_was_done_and_what_continues_next_run(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """One line after the counts; the counts name the nodes left; the hold's Event counts the
+    nodes patched, not those planned."""
+    api.add_nodes(1_000, created=api.now() - timedelta(minutes=1), eks=False)
+
+    run = reconcile(kubeconfig, "--qps", "100", "--timeout", "2s")
+
+    sent = patches(api, 0)
+    assert run.code == 0 and not error_lines(run.stderr), run.stderr
+    runs = -(-(1_000 - sent) // sent)
+    assert run.lines[-1] == f"continues next run: {1_000 - sent} nodes left (about {runs} runs)"
+    assert f"{sent} added, 0 removed, {1_000 - sent} left, 0 unchanged" in run.lines[-2]
+    (event,) = api.events
+    assert event["reason"] == "HoldStarted"
+    assert event["message"].endswith(f"; hold annotation added to {sent} node(s)")
+
+
+def test_a_refusal_still_fails_the_run_that_leaves_nodes(api: ApiServer, kubeconfig: Path):
+    """403 on PATCH: the run stops writing and exits 1 with the refusal, not with pacing."""
+    api.add_nodes(1_000, created=api.now() - timedelta(minutes=1), eks=False)
+    api.inject(Fault(method="PATCH", status=403, times=None))
+
+    run = reconcile(kubeconfig, "--qps", "100", "--timeout", "2s", "--no-events")
+
+    assert run.code == 1
+    (line,) = error_lines(run.stderr)
+    assert "403" in line or "forbidden" in line.lower(), line
+    assert patches(api, 0) >= 1 and all(r.status == 403 for r in api.writes())
+
+
+def test_a_run_that_patches_nothing_fails(api: ApiServer, kubeconfig: Path) -> None:
+    """The list answered with less time left than a write's answer needs: patches were due and
+    none was sent, so the run exits 1 (every run like it would leave the holds as they are)."""
+    api.add_nodes(20, created=api.now() - timedelta(minutes=1), eks=False)
+    api.inject(Fault(method="GET", path=NODES + "$", delay=2.6, times=1))
+
+    run = reconcile(kubeconfig, "--qps", "100", "--timeout", "3s", "--no-events")
+
+    assert run.code == 1 and api.writes() == []
+    (line,) = error_lines(run.stderr)
+    assert "20 node(s) left at the run timeout and none patched in time" in line
+    assert run.lines[-1] == "continues next run: 20 nodes left (none patched in this run)"
+
+
+def test_the_uninstall_hook_s_release_fails_when_it_leaves_nodes(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """`release` paces like a run and leaves nodes to the next (exit 0); the uninstall hook's
+    (`--suspend-cronjob`) has no next run after it: leaving nodes is a failure (exit 1), so
+    `helm uninstall` does not report success with holds left."""
+    names = api.add_nodes(
+        1_000, created=api.now() - timedelta(minutes=1), eks=False, annotations=OURS
+    )
+    api.add_batch(
+        "cronjobs",
+        {
+            "metadata": {"name": "node-holder", "namespace": "kube-system"},
+            "spec": {"schedule": "* * * * *", "suspend": False, "jobTemplate": {"spec": {}}},
+        },
+    )
+    args = ("--kubeconfig", str(kubeconfig), "--qps", "100", "--timeout", "2s", "--no-events")
+
+    manual = run_cli("release", *args)
+    sent = patches(api, 0)
+    hook = run_cli("release", *args, "--suspend-cronjob", "kube-system/node-holder")
+    sent_by_hook = patches(api, sent)
+
+    assert manual.code == 0 and manual.lines[-1].startswith("continues next run: ")
+    assert hook.code == 1
+    (line,) = error_lines(hook.stderr)
+    left = 1_000 - sent - sent_by_hook
+    assert f"{left} node(s) left at the run timeout and no next run follows" in line
+    assert sum(1 for n in names if api.annotations(n)) == left
