@@ -153,9 +153,10 @@ class NodeHolder(RuleBasedStateMachine):
             claimed = KEY in claimed_keys(self.api.annotations(name))
             if value == "true" and claimed:
                 # Writing back the value the marker claims is indistinguishable from ours
-                # (a documented limit): the tool treats it as its own.
+                # (a documented limit): the tool treats it as its own, pinned if it is pinned.
                 node.people.pop(KEY, None)
-                node.ours, node.stale = True, False
+                pinned = node.people.get(PINNED) == KEY
+                node.ours, node.pinned_ours, node.stale = not pinned, pinned, False
             else:
                 if value is None:
                     node.people.pop(KEY, None)
