@@ -44,9 +44,14 @@ DRIP = (1, 0.5)  # one byte every half second: an answer of a few KB takes an ho
 FEW_SECONDS = 20 * DRIP[0]
 
 
+def dripped_now(api: ApiServer, verb: str) -> list[RequestRecord]:
+    """The requests whose answers the server drips (the node path's), so far."""
+    return [r for r in api.requests if r.method == verb and r.path.startswith(NODES)]
+
+
 def dripped(api: ApiServer, verb: str) -> list[RequestRecord]:
     """The requests whose answers were dripped, once the server has seen each client go."""
-    answers = [r for r in api.requests if r.method == verb and r.path.startswith(NODES)]
+    answers = dripped_now(api, verb)
     wait_until(lambda: all(r.hung_up for r in answers))  # it looks every 50 ms
     return answers
 
@@ -88,7 +93,8 @@ def test_sigterm_stops_a_run_within_seconds_while_an_answer_trickles_in(
 
     proc = spawn(kubeconfig, "--timeout", "10m", "--request-timeout", "10m")
     try:
-        wait_until(lambda: any(r.bytes_sent for r in api.requests if r.method == verb))
+        # A dripping answer of the node path has begun (the NodePool list comes first).
+        wait_until(lambda: any(r.bytes_sent for r in dripped_now(api, verb)))
         at_signal = {id(r): r.bytes_sent for r in api.requests}
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
