@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.clusters import run_cli
+from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer
 
 KUBECTL = shutil.which("kubectl")
@@ -192,9 +192,9 @@ def kubeconfig(setup: Setup, row: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("row", list(ROWS))
-def test_node_holder_accepts_a_kubeconfig_exactly_when_kubectl_does(setup: Setup, row: str) -> None:
-    path = kubeconfig(setup, row)
+def both_verdicts(setup: Setup, path: Path) -> tuple[subprocess.CompletedProcess[str], CliResult]:
+    """The real kubectl's and node-holder's answer to the same kubeconfig, each with a home of
+    the test's own (kubectl's cache in it too)."""
     home = setup.folder / "home"
     env = {**os.environ, "HOME": str(home), "KUBECACHEDIR": str(home / "cache")}
     kubectl = subprocess.run(
@@ -205,7 +205,13 @@ def test_node_holder_accepts_a_kubeconfig_exactly_when_kubectl_does(setup: Setup
         timeout=60,
         check=False,
     )
-    ours = run_cli("status", "--kubeconfig", str(path), env={"HOME": str(home)})
+    return kubectl, run_cli("status", "--kubeconfig", str(path), env={"HOME": str(home)})
+
+
+@pytest.mark.parametrize("row", list(ROWS))
+def test_node_holder_accepts_a_kubeconfig_exactly_when_kubectl_does(setup: Setup, row: str) -> None:
+    path = kubeconfig(setup, row)
+    kubectl, ours = both_verdicts(setup, path)
 
     kubectl_accepts = kubectl.returncode == 0
     assert kubectl_accepts == (kubectl.stdout.strip() == "node/n1"), kubectl.stderr
@@ -248,17 +254,7 @@ def test_an_auth_provider_user_kubectl_s_verdict_and_ours(setup: Setup, provider
     }
     path = setup.folder / f"auth-provider-{provider}.yaml"
     path.write_text(yaml.safe_dump(doc))
-    home = setup.folder / "home"
-    env = {**os.environ, "HOME": str(home), "KUBECACHEDIR": str(home / "cache")}
-    kubectl = subprocess.run(
-        [KUBECTL or "kubectl", "--kubeconfig", str(path), "get", "nodes", "-o", "name"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    ours = run_cli("status", "--kubeconfig", str(path), env={"HOME": str(home)})
+    kubectl, ours = both_verdicts(setup, path)
 
     assert (kubectl.returncode == 0) == kubectl_accepts, kubectl.stderr
     if kubectl_accepts:
