@@ -31,7 +31,6 @@ from reconcile.simulate.timeline import Timeline, TimelineNode, iso, load_timeli
 MAX_RUNS = 20_160  # 14 days at one run a minute, per configuration
 MAX_COLUMNS = 8
 MAX_SWEEP = 12
-ANCIENT = timedelta(days=30)  # creation time given to nodes whose creation is unknown
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # before any node
 MICROSECOND = timedelta(microseconds=1)
 COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h,20m/pool:batch=45m"
@@ -216,7 +215,7 @@ def schedule(timeline: Timeline, span: Span) -> Schedule:
     departures: dict[int, list[TimelineNode]] = defaultdict(list)
     unseen = []
     for node in timeline.nodes:
-        first = span.index(max(node.created or span.start, span.start))
+        first = span.index(max(node.created, span.start))
         if (node.deleted and node.deleted <= span.start) or first >= span.runs:
             continue  # gone before the replay starts, or born after it
         leave = span.index(node.deleted) if node.deleted else span.runs
@@ -597,7 +596,7 @@ class _Replay:
     # --- the nodes -------------------------------------------------------------------------
 
     def _arrive(self, node: TimelineNode) -> str:
-        created = (node.created or self.span.start - ANCIENT).replace(microsecond=0)
+        created = node.created.replace(microsecond=0)
         labels = {k: node.labels[k] for k in self.hold.label_keys if k in node.labels}
         name = rules.window_name(rules.NodeView(node.name, created, labels=labels), self.hold)
         win = self.wins.setdefault(name, _WindowState())

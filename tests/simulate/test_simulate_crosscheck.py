@@ -16,7 +16,7 @@ from reconcile.cli.report import event_message
 from reconcile.rule.decide import NodeView
 from reconcile.rule.settings import HoldSettings, Mechanism, RunSettings, Scope
 from reconcile.run import run_once
-from reconcile.simulate.replay import ANCIENT, ReplayOptions, replay, replay_span, schedule
+from reconcile.simulate.replay import ReplayOptions, replay, replay_span, schedule
 from reconcile.simulate.timeline import load_timeline
 from tests.helpers import kube_for
 from tests.kubeapi.apiserver import ApiServer
@@ -129,7 +129,7 @@ def through_the_api(api: ApiServer, kubeconfig: Path, path: str, hold: HoldSetti
         for node in plan.arrivals.get(i, ()):
             api.add_node(
                 node.name,
-                created=node.created or span.start - ANCIENT,
+                created=node.created,
                 labels=dict(node.labels),
                 annotations=dict(node.annotations) or None,
                 eks=False,
