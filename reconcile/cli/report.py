@@ -386,12 +386,7 @@ def summary(result: RunResult, command: str) -> dict[str, Any]:
         "revertedNodePools": [p.name for p in result.pools.views if p.reverted],
         "continues": _continues(result),
         "notFound": list(result.missing),
-        "notPinned": [{"node": n, "why": why} for n, why in plan.refused]
-        + [
-            {"node": d.node, "why": None}  # unpin of a node with no pinned key
-            for d in plan.decisions
-            if plan.mode is Mode.UNPIN and not _pinned(d)
-        ],
+        "notPinned": _not_pinned(plan),
         "nodePools": {
             "listed": len(result.pools.views),
             "withEntry": sum(1 for p in result.pools.views if p.entry),
@@ -422,8 +417,17 @@ def _continues(result: RunResult) -> dict[str, Any] | None:
     return {"nodesLeft": applied.left, "runs": runs}
 
 
-def _pinned(decision: NodeDecision) -> bool:
-    return any(state is KeyState.PINNED for _, state in decision.keys)
+def _not_pinned(plan: Plan) -> list[dict[str, Any]]:
+    """Nodes `pin` left as they were (and why), and those `unpin` found with no pinned key;
+    other commands decide on every node, and pass over none of them here."""
+    if plan.mode not in (Mode.PIN, Mode.UNPIN):
+        return []
+    found = [{"node": n, "why": why} for n, why in plan.refused]
+    return found + [
+        {"node": d.node, "why": None}
+        for d in plan.decisions
+        if plan.mode is Mode.UNPIN and not any(s is KeyState.PINNED for _, s in d.keys)
+    ]
 
 
 def _headline(plan: Plan) -> dict[str, Any]:
