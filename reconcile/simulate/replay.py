@@ -340,8 +340,16 @@ class _Class:
         return self._view(next(iter(self.members)), EPOCH, self.annotations)
 
     def _view(self, name: str, created: datetime, annotations: Mapping[str, str]) -> rules.NodeView:
-        view = rules.NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
-        return replace(view, own=self.own)
+        return rules.NodeView(
+            name, created, "1", f"sim-{name}", False, self.labels, annotations, own=self.own
+        )
+
+
+def _drop(counts: Counter, key: object) -> None:
+    """One fewer `key`, and none left: no key (`-=` would build a Counter of every key)."""
+    counts[key] -= 1
+    if not counts[key]:
+        del counts[key]
 
 
 def _us(moment: datetime) -> int:
@@ -407,7 +415,7 @@ class _Triggers:
     def remove(self, name: str) -> None:
         slot = self.slots.pop(name, None)
         if slot is not None:  # else not a trigger node
-            self.caps -= Counter([self.own_caps[slot]])
+            _drop(self.caps, self.own_caps[slot])
             del self.alive[bisect_left(self.alive, slot)]
             self._set(slot, EMPTY, EMPTY)
 
@@ -638,7 +646,7 @@ class _Replay:
             last = win.last  # its window's last decision: held, and until when
             if last and last.held and last.hold_until and node.deleted < last.hold_until:  # type: ignore[operator]
                 self.kept.append((node.deleted, last.hold_until, self.group[node.name]))  # type: ignore[arg-type]
-        self.nodepools -= Counter([node.labels.get(POOL_LABEL)])
+        _drop(self.nodepools, node.labels.get(POOL_LABEL))
         win.pending.discard(node.name)
         self.as_trigger.pop(node.name, None)
         del self.group[node.name]
