@@ -477,7 +477,7 @@ def decide_node(
         return NodeDecision(
             node.name, window.name, held, node.deleting, created, states, selected=selected
         )
-    if held and window.max_hold is None and _keeps_hold(annotations, hold.annotations):
+    if held and _keeps_hold(node, window, hold.annotations, now):
         # Most nodes of a held run: nothing to change (what the rest finds for such a node).
         states = _all_ours(hold.annotations)
         return NodeDecision(node.name, window.name, True, False, created, states)
@@ -529,14 +529,21 @@ def _all_ours(keys: tuple[str, ...]) -> tuple[tuple[str, KeyState], ...]:
     return tuple((k, KeyState.OURS) for k in keys)
 
 
-def _keeps_hold(annotations: Mapping[str, str], keys: tuple[str, ...]) -> bool:
-    """The node carries our hold on every key and claims no other, with neither a pin nor a
-    stamp: the annotations decide_node reads of a node that stays held without a cap."""
-    return (
-        annotations.get(OWNERSHIP_MARKER) == marker_value(keys)
-        and all(annotations.get(k) == HOLD_VALUE for k in keys)
-        and not (PINNED in annotations or HOLD_STARTED in annotations or FREE_UNTIL in annotations)
-    )
+def _keeps_hold(node: NodeView, window: HoldWindow, keys: tuple[str, ...], now: datetime) -> bool:
+    """The node carries our hold on every key and claims no other, without a pin or a free
+    period, and a hold-started stamp exactly where a cap wants one (a good one: it stays):
+    a node that stays held, whose annotations decide_node would not change."""
+    annotations = node.annotations
+    if (
+        annotations.get(OWNERSHIP_MARKER) != marker_value(keys)
+        or PINNED in annotations
+        or FREE_UNTIL in annotations
+        or not all(annotations.get(k) == HOLD_VALUE for k in keys)
+    ):
+        return False
+    if window.max_hold is None:
+        return HOLD_STARTED not in annotations
+    return bool(keys) and _stamp(node, HOLD_STARTED, now, window.bound)[0] is not None
 
 
 def _stamps(
