@@ -471,7 +471,7 @@ def decide_node(
     )
     held = mode is Mode.RECONCILE and window.held and selected and not (node.deleting or on_budget)
     created = min(node.created, now)
-    if not annotations and not held and (node.deleting or window.free_until is None):
+    if not held and (node.deleting or window.free_until is None) and _unmarked(annotations, hold):
         # Most nodes of a steady run: every key free, no stamp due, nothing to change.
         states = _all_free(hold.annotations)
         return NodeDecision(
@@ -522,6 +522,15 @@ def decide_node(
 @lru_cache(maxsize=8)  # one tuple a run, shared by every node that carries none of the keys
 def _all_free(keys: tuple[str, ...]) -> tuple[tuple[str, KeyState], ...]:
     return tuple((k, KeyState.FREE) for k in keys)
+
+
+def _unmarked(annotations: Mapping[str, str], hold: HoldSettings) -> bool:
+    """The node carries none of the annotations decide_node reads: no hold key, no claim,
+    pin or stamp (its NodePool's settings, say, are in its view's `own`)."""
+    return not annotations or not any(k in annotations for k in (*hold.annotations, *_MARKS))
+
+
+_MARKS = (OWNERSHIP_MARKER, PINNED, HOLD_STARTED, FREE_UNTIL)
 
 
 @lru_cache(maxsize=8)  # one tuple a run, shared by every node that carries our hold

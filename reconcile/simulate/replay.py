@@ -40,7 +40,8 @@ PAGE_SIZE = settings.RunSettings().page_size  # a run lists its nodes in the Cro
 #: carry them: a class of alike nodes brings the same values as all its members.
 STAMPS = frozenset({settings.HOLD_STARTED, settings.FREE_UNTIL})
 FEW = 8  # a window of at most this many nodes: decide() sees them all (cheaper than choosing)
-_TIMES = [f.name for f in fields(rules.HoldWindow)]
+#: A window's moments (its fields that hold a datetime): where its decision may change.
+_TIMES = [f.name for f in fields(rules.HoldWindow) if "datetime" in str(f.type)]
 POOL_LABEL = settings.DEFAULT_GROUP_LABEL  # a node's NodePool (the budget mechanism's figure)
 
 #: Told how far a replay has come: (configuration label, runs done, runs in all).

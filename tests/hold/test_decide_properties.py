@@ -292,17 +292,21 @@ def test_a_sequence_of_runs_never_writes_when_nothing_changed(
 
 @settings(max_examples=300, deadline=None)
 @given(nodes=clusters(), hold=hold_settings, step=st.integers(0, 3600), extra=annotation_maps)
-def test_a_node_that_stays_held_is_decided_as_the_whole_rule_decides_it(
+def test_the_shortcuts_of_decide_node_decide_as_the_whole_rule(
     nodes: list[NodeView], hold: HoldSettings, step: int, extra: dict[str, str]
 ) -> None:
-    """decide_node's shortcut for a node that carries our hold and stays held (`_keeps_hold`)
-    gives what the rest of decide_node gives, with and without: a run after one that held,
-    also once someone added annotations (a pin, a stamp, a claim) to every node."""
+    """decide_node's shortcuts for a node that carries our hold and stays held (`_keeps_hold`)
+    and for one that carries none of the annotations it reads (`_unmarked`) give what the
+    rest of decide_node gives, with and without: a run after one that held, also once someone
+    added annotations (a pin, a stamp, a claim, a NodePool's settings) to every node."""
     state = apply_plan(nodes, decide(nodes, T0, hold).patches)
     edited = [parsed(replace(n, annotations={**n.annotations, **extra})) for n in state]
     now = T0 + timedelta(seconds=step)
-    for views in (state, edited):
-        with mock.patch.object(rule, "_keeps_hold", return_value=False):
+    for views in (nodes, state, edited):
+        with (
+            mock.patch.object(rule, "_keeps_hold", return_value=False),
+            mock.patch.object(rule, "_unmarked", return_value=False),
+        ):
             whole = decide(views, now, hold)
         assert decide(views, now, hold) == whole
 
