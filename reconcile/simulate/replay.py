@@ -538,6 +538,7 @@ class _Replay:
         self.hold, self.span, self.options = hold, span, options
         self.pool_settings = pool_settings  # the NodePools' own, from a NodePool list
         self.result = Result(hold)
+        self.label = self.result.label  # told to `progress` at every replayed run
         self.wins: dict[str, _WindowState] = {}
         self.where: dict[str, _Class] = {}  # node -> its class: every node present
         self.group: dict[str, str | None] = {}  # node -> its --group-label value
@@ -600,7 +601,7 @@ class _Replay:
             for i in range(result.runs - runs, result.runs):
                 self.options.observe(self.span.tick(i), views)
         if self.options.progress:
-            self.options.progress(result.label, result.runs, self.span.runs)
+            self.options.progress(self.label, result.runs, self.span.runs)
 
     # --- the nodes -------------------------------------------------------------------------
 
