@@ -329,8 +329,8 @@ class _Class:
         return self.alone, labels, annotations, self.own
 
     def view(self, name: str, light: bool = False) -> rules.NodeView:
-        """`light`: without the stamps (`STAMPS`), for asking decide() about creation times
-        only (parsing the stamps is most of a window's cost)."""
+        """`light`: without the stamps (`STAMPS`), for asking decide() about the node's own
+        hold only (in node scope, under a cap, the window's stamps would move it)."""
         annotations = self.annotations
         if light and not STAMPS.isdisjoint(annotations):
             annotations = {k: v for k, v in annotations.items() if k not in STAMPS}
