@@ -302,15 +302,23 @@ def _stamp(
     raw = node.annotations.get(key)
     if raw is None:
         return None, None  # most nodes, every run
-    try:
-        moment = datetime.strptime(raw, STAMP_FORMAT).replace(tzinfo=UTC)
-    except ValueError:
+    moment = _parsed(raw)
+    if moment is None:
         return None, f"{key}={shown(raw)} is not a time node-holder writes"
     if key == HOLD_STARTED and moment > now + STAMP_SLACK:
         return None, f"{key}={raw} is in the future"
     if key == FREE_UNTIL and moment > now + bound + STAMP_SLACK:
         return None, f"{key}={raw} is later than now plus {format_duration(bound)}"
     return moment, None
+
+
+@lru_cache(maxsize=1024)  # a window's nodes carry the same few stamps, read every run
+def _parsed(raw: str) -> datetime | None:
+    """A stamp as this tool writes it (`STAMP_FORMAT`), or None."""
+    try:
+        return datetime.strptime(raw, STAMP_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 def _triggers(node: NodeView, own: Own, hold: HoldSettings) -> bool:
@@ -348,9 +356,16 @@ def _window(
         if _triggers(node, own, hold):
             start = min(node.created, now)  # a skewed server's future counts as now
             triggers.append(_Trigger(node.created, node.name, start, start + own.duration, own))
-    window = HoldWindow(name, False, nodes=len(members), max_hold=hold.max_hold, bound=bound)
     if not triggers:
-        return _stamped(replace(window, duration=hold.hold_duration), members, now, hold)
+        window = HoldWindow(
+            name,
+            False,
+            nodes=len(members),
+            duration=hold.hold_duration,
+            max_hold=hold.max_hold,
+            bound=bound,
+        )
+        return _stamped(window, members, now, hold)
     cap = min((t.own.cap for t in triggers if t.own.cap is not None), default=None)
     until, capped = max(t.end for t in triggers), False
     stretch = _last_chain(triggers) if cap is None else None
@@ -362,8 +377,8 @@ def _window(
     longest = min((t for t in stretch if t.own.duration == duration), key=_order)
     capper = max((t for t in triggers if t.own.cap == cap), key=_order)  # the youngest
     youngest = max(triggers, key=_order)
-    window = replace(
-        window,
+    window = HoldWindow(
+        name,
         held=now < until,
         youngest=youngest.name,
         youngest_created=youngest.start,
@@ -371,6 +386,7 @@ def _window(
         stretch_start=min(t.start for t in stretch),
         capped=capped,
         triggers=len(triggers),
+        nodes=len(members),
         duration=duration,
         max_hold=cap,
         sources=(
@@ -378,6 +394,7 @@ def _window(
             source_of(capper.own.sources[1], capper.name),
         ),
         reach=max(t.end for t in triggers),
+        bound=bound,
     )
     return _stamped(window, members, now, hold)
 
@@ -454,20 +471,21 @@ def decide_node(
     )
     held = mode is Mode.RECONCILE and window.held and selected and not (node.deleting or on_budget)
     created = min(node.created, now)
-    if not annotations and not held and (node.deleting or window.free_until is None):
+    if not held and (node.deleting or window.free_until is None) and _unmarked(annotations, hold):
         # Most nodes of a steady run: every key free, no stamp due, nothing to change.
         states = _all_free(hold.annotations)
         return NodeDecision(
             node.name, window.name, held, node.deleting, created, states, selected=selected
         )
+    if held and _keeps_hold(node, window, hold.annotations, now):
+        # Most nodes of a held run: nothing to change (what the rest finds for such a node).
+        states = _all_ours(hold.annotations)
+        return NodeDecision(node.name, window.name, True, False, created, states)
     claims, pins = claimed_keys(annotations), pinned_keys(annotations)
     keys = (*hold.annotations, *sorted((claims | pins) - set(hold.annotations)))
     states = tuple((k, key_state(annotations, k, claims, pins)) for k in keys)
-    decision = NodeDecision(
-        node.name, window.name, held, node.deleting, created, states, selected=selected
-    )
     if node.deleting:
-        return decision
+        return NodeDecision(node.name, window.name, held, True, created, states, selected=selected)
     wanted = set(hold.annotations) if held else set()
     added = tuple(k for k, s in states if k in wanted and s is KeyState.FREE)
     removed = tuple(
@@ -484,24 +502,57 @@ def decide_node(
     ours = any(_known(k, hold) for k in owned - pins)
     stamps, ignored = _stamps(node, window, hold, mode, now, held=ours)
     changes.update(stamps)
-    if not changes:
-        return decision
-    patch = NodePatch(
-        node=node.name,
-        resource_version=node.resource_version,
-        changes=tuple(changes.items()),
-        added=added,
-        removed=removed,
-        window=window.name,
-        disowned=disowned,
-        ignored=ignored,
+    patch = (
+        NodePatch(
+            node=node.name,
+            resource_version=node.resource_version,
+            changes=tuple(changes.items()),
+            added=added,
+            removed=removed,
+            window=window.name,
+            disowned=disowned,
+            ignored=ignored,
+        )
+        if changes
+        else None
     )
-    return replace(decision, patch=patch)
+    return NodeDecision(node.name, window.name, held, False, created, states, patch, selected)
 
 
 @lru_cache(maxsize=8)  # one tuple a run, shared by every node that carries none of the keys
 def _all_free(keys: tuple[str, ...]) -> tuple[tuple[str, KeyState], ...]:
     return tuple((k, KeyState.FREE) for k in keys)
+
+
+def _unmarked(annotations: Mapping[str, str], hold: HoldSettings) -> bool:
+    """The node carries none of the annotations decide_node reads: no hold key, no claim,
+    pin or stamp (its NodePool's settings, say, are in its view's `own`)."""
+    return not annotations or not any(k in annotations for k in (*hold.annotations, *_MARKS))
+
+
+_MARKS = (OWNERSHIP_MARKER, PINNED, HOLD_STARTED, FREE_UNTIL)
+
+
+@lru_cache(maxsize=8)  # one tuple a run, shared by every node that carries our hold
+def _all_ours(keys: tuple[str, ...]) -> tuple[tuple[str, KeyState], ...]:
+    return tuple((k, KeyState.OURS) for k in keys)
+
+
+def _keeps_hold(node: NodeView, window: HoldWindow, keys: tuple[str, ...], now: datetime) -> bool:
+    """The node carries our hold on every key and claims no other, without a pin or a free
+    period, and a hold-started stamp exactly where a cap wants one (a good one: it stays):
+    a node that stays held, whose annotations decide_node would not change."""
+    annotations = node.annotations
+    if (
+        annotations.get(OWNERSHIP_MARKER) != marker_value(keys)
+        or PINNED in annotations
+        or FREE_UNTIL in annotations
+        or not all(annotations.get(k) == HOLD_VALUE for k in keys)
+    ):
+        return False
+    if window.max_hold is None:
+        return HOLD_STARTED not in annotations
+    return bool(keys) and _stamp(node, HOLD_STARTED, now, window.bound)[0] is not None
 
 
 def _stamps(

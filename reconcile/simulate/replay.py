@@ -40,7 +40,8 @@ PAGE_SIZE = settings.RunSettings().page_size  # a run lists its nodes in the Cro
 #: carry them: a class of alike nodes brings the same values as all its members.
 STAMPS = frozenset({settings.HOLD_STARTED, settings.FREE_UNTIL})
 FEW = 8  # a window of at most this many nodes: decide() sees them all (cheaper than choosing)
-_TIMES = [f.name for f in fields(rules.HoldWindow)]
+#: A window's moments (its fields that hold a datetime): where its decision may change.
+_TIMES = [f.name for f in fields(rules.HoldWindow) if "datetime" in str(f.type)]
 POOL_LABEL = settings.DEFAULT_GROUP_LABEL  # a node's NodePool (the budget mechanism's figure)
 
 #: Told how far a replay has come: (configuration label, runs done, runs in all).
@@ -328,8 +329,8 @@ class _Class:
         return self.alone, labels, annotations, self.own
 
     def view(self, name: str, light: bool = False) -> rules.NodeView:
-        """`light`: without the stamps (`STAMPS`), for asking decide() about creation times
-        only (parsing the stamps is most of a window's cost)."""
+        """`light`: without the stamps (`STAMPS`), for asking decide() about the node's own
+        hold only (in node scope, under a cap, the window's stamps would move it)."""
         annotations = self.annotations
         if light and not STAMPS.isdisjoint(annotations):
             annotations = {k: v for k, v in annotations.items() if k not in STAMPS}
@@ -340,8 +341,16 @@ class _Class:
         return self._view(next(iter(self.members)), EPOCH, self.annotations)
 
     def _view(self, name: str, created: datetime, annotations: Mapping[str, str]) -> rules.NodeView:
-        view = rules.NodeView(name, created, "1", f"sim-{name}", False, self.labels, annotations)
-        return replace(view, own=self.own)
+        return rules.NodeView(
+            name, created, "1", f"sim-{name}", False, self.labels, annotations, own=self.own
+        )
+
+
+def _drop(counts: Counter, key: object) -> None:
+    """One fewer `key`, and none left: no key (`-=` would build a Counter of every key)."""
+    counts[key] -= 1
+    if not counts[key]:
+        del counts[key]
 
 
 def _us(moment: datetime) -> int:
@@ -407,7 +416,7 @@ class _Triggers:
     def remove(self, name: str) -> None:
         slot = self.slots.pop(name, None)
         if slot is not None:  # else not a trigger node
-            self.caps -= Counter([self.own_caps[slot]])
+            _drop(self.caps, self.own_caps[slot])
             del self.alive[bisect_left(self.alive, slot)]
             self._set(slot, EMPTY, EMPTY)
 
@@ -529,6 +538,7 @@ class _Replay:
         self.hold, self.span, self.options = hold, span, options
         self.pool_settings = pool_settings  # the NodePools' own, from a NodePool list
         self.result = Result(hold)
+        self.label = self.result.label  # told to `progress` at every replayed run
         self.wins: dict[str, _WindowState] = {}
         self.where: dict[str, _Class] = {}  # node -> its class: every node present
         self.group: dict[str, str | None] = {}  # node -> its --group-label value
@@ -591,7 +601,7 @@ class _Replay:
             for i in range(result.runs - runs, result.runs):
                 self.options.observe(self.span.tick(i), views)
         if self.options.progress:
-            self.options.progress(result.label, result.runs, self.span.runs)
+            self.options.progress(self.label, result.runs, self.span.runs)
 
     # --- the nodes -------------------------------------------------------------------------
 
@@ -638,7 +648,7 @@ class _Replay:
             last = win.last  # its window's last decision: held, and until when
             if last and last.held and last.hold_until and node.deleted < last.hold_until:  # type: ignore[operator]
                 self.kept.append((node.deleted, last.hold_until, self.group[node.name]))  # type: ignore[arg-type]
-        self.nodepools -= Counter([node.labels.get(POOL_LABEL)])
+        _drop(self.nodepools, node.labels.get(POOL_LABEL))
         win.pending.discard(node.name)
         self.as_trigger.pop(node.name, None)
         del self.group[node.name]

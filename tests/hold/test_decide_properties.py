@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from unittest import mock
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from reconcile.rule import decide as rule
 from reconcile.rule.decide import KeyState, Mode, decide, key_state
 from reconcile.rule.nodes import NodeView, claimed_keys, own_settings, pinned_keys
 from reconcile.rule.selectors import parse_selector
@@ -286,6 +288,27 @@ def test_a_sequence_of_runs_never_writes_when_nothing_changed(
         first = decide(state, now, hold)
         state = apply_plan(state, first.patches)
         assert decide(state, now, hold).patches == ()
+
+
+@settings(max_examples=300, deadline=None)
+@given(nodes=clusters(), hold=hold_settings, step=st.integers(0, 3600), extra=annotation_maps)
+def test_the_shortcuts_of_decide_node_decide_as_the_whole_rule(
+    nodes: list[NodeView], hold: HoldSettings, step: int, extra: dict[str, str]
+) -> None:
+    """decide_node's shortcuts for a node that carries our hold and stays held (`_keeps_hold`)
+    and for one that carries none of the annotations it reads (`_unmarked`) give what the
+    rest of decide_node gives, with and without: a run after one that held, also once someone
+    added annotations (a pin, a stamp, a claim, a NodePool's settings) to every node."""
+    state = apply_plan(nodes, decide(nodes, T0, hold).patches)
+    edited = [parsed(replace(n, annotations={**n.annotations, **extra})) for n in state]
+    now = T0 + timedelta(seconds=step)
+    for views in (nodes, state, edited):
+        with (
+            mock.patch.object(rule, "_keeps_hold", return_value=False),
+            mock.patch.object(rule, "_unmarked", return_value=False),
+        ):
+            whole = decide(views, now, hold)
+        assert decide(views, now, hold) == whole
 
 
 @settings(max_examples=200, deadline=None)
