@@ -205,7 +205,8 @@ def node_view(
     if OWNERSHIP_MARKER in annotations or PINNED in annotations:
         keep = keep.union(claimed_keys(annotations), pinned_keys(annotations))
     kept_labels = {k: labels[k] for k in label_keys if k in labels} if label_keys else None
-    kept = {k: annotations[k] for k in keep.intersection(annotations)}
+    found = keep.intersection(annotations)  # most nodes: none
+    kept = {k: annotations[k] for k in found} if found else None
     return NodeView(
         name=name,
         created=parse_timestamp(metadata.get("creationTimestamp"), name),
