@@ -3,9 +3,11 @@
 No kubeconfig parsing, no client library, no decision, no report: whatever node-holder's
 steady run costs on top of this is its own overhead. Same pages as node-holder asks for
 (`as=PartialObjectMetadataList`, limit 500, gzip accepted); the cyclic GC is off, as any
-short-lived process may do.
+short-lived process may do. With `--nodepools`, first the NodePool list as node-holder's steady
+run asks for it (reconcile/cluster/nodepools.py with the annotation mechanism: metadata-only,
+one page, no limit): the floor of a run that reads both.
 
-Usage: python benchmarks/floor_list.py SERVER_URL TOKEN
+Usage: python benchmarks/floor_list.py SERVER_URL TOKEN [--nodepools]
 """
 
 from __future__ import annotations
@@ -17,12 +19,20 @@ import sys
 import urllib3
 
 ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
 
 
-def main(server: str, token: str) -> int:
+def main(server: str, token: str, nodepools: bool = False) -> int:
     gc.disable()
     http = urllib3.PoolManager(retries=False)
     headers = {"Accept": ACCEPT, "Accept-Encoding": "gzip", "Authorization": f"Bearer {token}"}
+    pools = 0
+    if nodepools:
+        response = http.request("GET", f"{server}{NODEPOOLS}", headers=headers)
+        if response.status != 200:
+            print(f"floor: NodePools: HTTP {response.status}", file=sys.stderr)
+            return 1
+        pools = len(json.loads(response.data)["items"] or [])
     count, token_ = 0, ""
     while True:
         fields = {"limit": "500", **({"continue": token_} if token_ else {})}
@@ -36,9 +46,9 @@ def main(server: str, token: str) -> int:
         del page
         if not token_:
             break
-    print(f"{count} nodes")
+    print(f"{count} nodes" + (f", {pools} NodePools" if nodepools else ""))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], sys.argv[2], "--nodepools" in sys.argv[3:]))

@@ -13,6 +13,7 @@ import json
 import math
 from collections import Counter, defaultdict
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from reconcile.cluster.apply import NodeResult, Outcome
@@ -283,7 +284,12 @@ LISTED, LISTED_BYTES = 20, 4096
 
 def state(decision: NodeDecision) -> str:
     """`pinned`, `held by us`, `held by others`, `exempt` or `free`."""
-    states = {s for _, s in decision.keys}
+    return _state_of(decision.keys)
+
+
+@lru_cache(maxsize=256)  # most nodes' keys are alike (every key free): asked of every node
+def _state_of(keys: tuple[tuple[str, KeyState], ...]) -> str:
+    states = {s for _, s in keys}
     return next((word for key, word in _STATE_WORDS if key in states), "free")
 
 

@@ -112,7 +112,7 @@ class NodePatch:
         return "tidy"  # only this tool's own bookkeeping annotations change
 
 
-@dataclass(frozen=True, slots=True)  # one per node: no __dict__ each
+@dataclass(slots=True)  # one per node: no __dict__; not frozen, as NodeView (rule/nodes.py)
 class NodeDecision:
     node: str
     window: str
@@ -325,7 +325,7 @@ def _triggers(node: NodeView, own: Own, hold: HoldSettings) -> bool:
     """Whether this node's arrival starts a hold of its window ("0": its NodePool's never do)."""
     if node.deleting or not own.duration:
         return False
-    if hold.trigger_selector and not hold.trigger_selector.matches(node.labels):
+    if hold.trigger_selector.requirements and not hold.trigger_selector.matches(node.labels):
         return False  # (the default selector, empty, matches every node)
     # A Karpenter node before registration would hold the unlabelled (system) nodes' group.
     return not (
@@ -334,7 +334,8 @@ def _triggers(node: NodeView, own: Own, hold: HoldSettings) -> bool:
 
 
 class _Trigger(NamedTuple):
-    """A trigger node's own hold [start, end)."""
+    """A trigger node's own hold [start, end). Its tuple order is the rule's order of trigger
+    nodes: creation, then name (a node's name is unique): `max` finds the youngest in C."""
 
     created: datetime
     name: str
@@ -349,12 +350,15 @@ def _window(
     """The window's hold from its trigger nodes, without sorting them (every node is a trigger
     node with the default selector): only a cap, which chains stretches from the oldest
     trigger node on, needs them in order."""
+    plain = Own(hold.hold_duration, hold.max_hold)  # most nodes': the configured settings
     bound, triggers = hold.hold_duration, []
     for node in members:
-        own = own_settings(node, hold)
-        bound = max(bound, own.duration)
+        own = plain
+        if node.own is not NO_OWN:
+            own = own_settings(node, hold)
+            bound = max(bound, own.duration)
         if _triggers(node, own, hold):
-            start = min(node.created, now)  # a skewed server's future counts as now
+            start = node.created if node.created < now else now  # a skewed server's future: now
             triggers.append(_Trigger(node.created, node.name, start, start + own.duration, own))
     if not triggers:
         window = HoldWindow(
@@ -367,16 +371,18 @@ def _window(
         )
         return _stamped(window, members, now, hold)
     cap = min((t.own.cap for t in triggers if t.own.cap is not None), default=None)
-    until, capped = max(t.end for t in triggers), False
-    stretch = _last_chain(triggers) if cap is None else None
+    until = reach = max(t.end for t in triggers)
+    capped, stretch = False, _last_chain(triggers) if cap is None else None
     if stretch is None:
-        triggers.sort(key=_order)
+        triggers.sort()
         first, stop, until, capped = _last_stretch([(t.start, t.end) for t in triggers], cap)
         stretch = triggers[first:stop]
     duration = max(t.own.duration for t in stretch)
-    longest = min((t for t in stretch if t.own.duration == duration), key=_order)
-    capper = max((t for t in triggers if t.own.cap == cap), key=_order)  # the youngest
-    youngest = max(triggers, key=_order)
+    longest = min(t for t in stretch if t.own.duration == duration)
+    youngest = max(triggers)
+    capper = (  # the youngest of those whose cap applies
+        youngest if youngest.own.cap == cap else max(t for t in triggers if t.own.cap == cap)
+    )
     window = HoldWindow(
         name,
         held=now < until,
@@ -393,15 +399,10 @@ def _window(
             source_of(longest.own.sources[0], longest.name),
             source_of(capper.own.sources[1], capper.name),
         ),
-        reach=max(t.end for t in triggers),
+        reach=reach,
         bound=bound,
     )
     return _stamped(window, members, now, hold)
-
-
-def _order(trigger: _Trigger) -> tuple[datetime, str]:
-    """The rule's order of trigger nodes: creation, then name."""
-    return trigger.created, trigger.name
 
 
 #: How far back _last_chain walks before sorting is cheaper: each step is a pass over the
@@ -466,11 +467,14 @@ def decide_node(
         return _decide_pin(node, hold, mode, now)[0]
     annotations = node.annotations
     selected = hold.node_selector.matches(node.labels)
-    on_budget = (
-        hold.mechanism is Mechanism.BUDGET or node.labels.get(DEFAULT_GROUP_LABEL) in hold.budgeted
+    held = (
+        mode is Mode.RECONCILE
+        and window.held
+        and selected
+        and not node.deleting
+        and not _on_budget(node, hold)
     )
-    held = mode is Mode.RECONCILE and window.held and selected and not (node.deleting or on_budget)
-    created = min(node.created, now)
+    created = node.created if node.created < now else now
     if not held and (node.deleting or window.free_until is None) and _unmarked(annotations, hold):
         # Most nodes of a steady run: every key free, no stamp due, nothing to change.
         states = _all_free(hold.annotations)
@@ -517,6 +521,13 @@ def decide_node(
         else None
     )
     return NodeDecision(node.name, window.name, held, False, created, states, patch, selected)
+
+
+def _on_budget(node: NodeView, hold: HoldSettings) -> bool:
+    """Held by its NodePool's budget entry (`budget`; `auto`: `hold.budgeted`), not annotations."""
+    return (
+        hold.mechanism is Mechanism.BUDGET or node.labels.get(DEFAULT_GROUP_LABEL) in hold.budgeted
+    )
 
 
 @lru_cache(maxsize=8)  # one tuple a run, shared by every node that carries none of the keys
@@ -702,7 +713,8 @@ def decide(
     bad = []
     for node, name in zip(nodes, names, strict=True):
         members[name].append(node)
-        bad += ((source_of(s, node.name), why) for s, why in own_settings(node, hold).bad)
+        if node.own is not NO_OWN:  # (most nodes have no settings of their own)
+            bad += ((source_of(s, node.name), why) for s, why in own_settings(node, hold).bad)
     if hold.scope is Scope.CLUSTER and not members:
         members["cluster"] = []
     windows = {name: _window(name, group, now, hold) for name, group in sorted(members.items())}

@@ -47,7 +47,8 @@ class Selector:
     text: str = field(default="", compare=False)  # as given, for messages
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        return all(r.matches(labels) for r in self.requirements)
+        # The empty selector (the default) first: it is asked about every node, twice a run.
+        return not self.requirements or all(r.matches(labels) for r in self.requirements)
 
     @property
     def keys(self) -> frozenset[str]:
