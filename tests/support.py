@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from reconcile.rule.decide import NodePatch, Plan
@@ -56,7 +55,7 @@ def merge(annotations: Mapping[str, str], patch: NodePatch) -> dict[str, str]:
 
 def with_annotations(view: NodeView, annotations: Mapping[str, str]) -> NodeView:
     rv = str(int(view.resource_version or "0") + 1)
-    return replace(view, resource_version=rv, annotations=dict(annotations))
+    return view._replace(resource_version=rv, annotations=dict(annotations))
 
 
 def apply_plan(nodes: list[NodeView], patches: tuple[NodePatch, ...]) -> list[NodeView]:

@@ -112,8 +112,7 @@ class NodePatch:
         return "tidy"  # only this tool's own bookkeeping annotations change
 
 
-@dataclass(slots=True)  # one per node: no __dict__; not frozen, as NodeView (rule/nodes.py)
-class NodeDecision:
+class NodeDecision(NamedTuple):  # one per node: a named tuple, as NodeView (rule/nodes.py)
     node: str
     window: str
     held: bool  # should carry the hold annotations after this run
@@ -634,7 +633,7 @@ def _decide_pin(
     patch = NodePatch(
         node.name, node.resource_version, tuple(changes.items()), pinned=pinned, unpinned=unpinned
     )
-    return replace(decision, patch=patch), None
+    return decision._replace(patch=patch), None
 
 
 def _transitions(

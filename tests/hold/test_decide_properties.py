@@ -101,7 +101,7 @@ hold_settings = st.builds(
 def parsed(view: NodeView) -> NodeView:
     """The view with its own settings parsed from its annotations, as node_view does when a
     run builds it (no NodePool objects here: the node's annotation is the source)."""
-    return replace(view, own=own_settings(view.annotations, view.labels.get(POOL), {}))
+    return view._replace(own=own_settings(view.annotations, view.labels.get(POOL), {}))
 
 
 @st.composite
@@ -300,7 +300,7 @@ def test_the_shortcuts_of_decide_node_decide_as_the_whole_rule(
     rest of decide_node gives, with and without: a run after one that held, also once someone
     added annotations (a pin, a stamp, a claim, a NodePool's settings) to every node."""
     state = apply_plan(nodes, decide(nodes, T0, hold).patches)
-    edited = [parsed(replace(n, annotations={**n.annotations, **extra})) for n in state]
+    edited = [parsed(n._replace(annotations={**n.annotations, **extra})) for n in state]
     now = T0 + timedelta(seconds=step)
     for views in (nodes, state, edited):
         with (
@@ -334,7 +334,7 @@ def uncapped(nodes: list[NodeView]) -> list[NodeView]:
     """The nodes without their NodePools' caps."""
     return [
         parsed(
-            replace(n, annotations={k: v for k, v in n.annotations.items() if k != NODE_MAX_HOLD})
+            n._replace(annotations={k: v for k, v in n.annotations.items() if k != NODE_MAX_HOLD})
         )
         for n in nodes
     ]
