@@ -477,8 +477,9 @@ def decide_node(
     if not held and (node.deleting or window.free_until is None) and _unmarked(annotations, hold):
         # Most nodes of a steady run: every key free, no stamp due, nothing to change.
         states = _all_free(hold.annotations)
+        # (by position: one per node, and a keyword costs a named tuple about 0.2 us more)
         return NodeDecision(
-            node.name, window.name, held, node.deleting, created, states, selected=selected
+            node.name, window.name, held, node.deleting, created, states, None, selected
         )
     if held and _keeps_hold(node, window, hold.annotations, now):
         # Most nodes of a held run: nothing to change (what the rest finds for such a node).
