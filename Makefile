@@ -82,11 +82,14 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/deptry reconcile
 
-## bench: docs/performance.md's tables, measured again: node-holder against kubectl, a naive
+## bench: docs/performance.md's tables, measured again: the steady run against the floor from
+## 5,000 to 100,000 nodes, how many nodes one run covers, node-holder against kubectl, a naive
 ## client and the floor at 5,000 and 15,000 nodes, the memory cases, then what a hold start or
 ## end asks of a large control plane, both mechanisms, then simulate's time on days of
-## several shapes (docs/simulate.md) (about 40 minutes; tables to read, never a test)
+## several shapes (docs/simulate.md) (about 50 minutes; tables to read, never a test)
 bench: $(STAMP)
+	$(PY) benchmarks/bench_steady.py
+	$(PY) benchmarks/bench_scale.py --covers 15000
 	$(PY) benchmarks/bench_runs.py --sizes 5000,15000 --skip-slow
 	$(PY) benchmarks/bench_memory.py
 	$(PY) benchmarks/bench_scale.py
