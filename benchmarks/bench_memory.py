@@ -38,7 +38,7 @@ from bench_runs import (
     machine,
     measured,
 )
-from measure import TestServer, child_env, python_cmd
+from measure import TestServer, byte_compile, child_env, python_cmd
 
 BIG = 200 * 1024  # bytes of the big annotation: legal (the object limit is 256 KB)
 RSS_TARGET_MB = 128.0
@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="node-holder-mem-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    byte_compile()
     started = time.perf_counter()
     results: list[Result] = []
     notes: list[str] = []

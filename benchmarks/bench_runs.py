@@ -42,7 +42,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from measure import REPO, ServerCost, TestServer, Usage, child_env, python_cmd, run_measured
+from measure import (
+    REPO,
+    ServerCost,
+    TestServer,
+    Usage,
+    byte_compile,
+    child_env,
+    python_cmd,
+    run_measured,
+)
 
 KEY = "karpenter.sh/do-not-disrupt"
 HOLD_SECONDS = 20 * 60
@@ -191,21 +200,6 @@ def bench_size(nodes: int, opts: Options) -> list[Row]:
     finally:
         server.stop()
     return rows
-
-
-def byte_compile() -> None:
-    """Compile the package once, as `pip install --compile` does in the image.
-
-    With PYTHONDONTWRITEBYTECODE set (some CI and sandboxes set it) a source checkout
-    would otherwise recompile every module on every run, which no installed copy does.
-    """
-    env = {k: v for k, v in child_env().items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run(
-        [*python_cmd(), "-m", "compileall", "-q", "reconcile", "benchmarks"],
-        check=True,
-        env=env,
-        cwd=REPO,
-    )
 
 
 # --- --help --------------------------------------------------------------------------------

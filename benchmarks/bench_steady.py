@@ -17,7 +17,6 @@ A table to read, never a timed test: the numbers depend on the machine.
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import statistics
 import subprocess
@@ -26,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from measure import REPO, TestServer, Usage, child_env, python_cmd
+from measure import REPO, TestServer, Usage, byte_compile, child_env, python_cmd
 
 HERE = Path(__file__).resolve().parent
 #: The floors: node-holder lists the NodePools (one page, metadata only) before the nodes.
@@ -41,13 +40,6 @@ def run(cmd: list[str], env: dict[str, str], cwd: Path) -> Usage:
     wall = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
     return Usage(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, code)
-
-
-def compiled(package: Path) -> None:
-    """The package's bytecode written first, as an install writes it: with
-    PYTHONDONTWRITEBYTECODE set (some shells and CI set it) every run would compile each module
-    from source again, about 0.1 s of CPU the deployed image never spends."""
-    compileall.compile_dir(package, quiet=1)
 
 
 def bench_size(nodes: int, args: argparse.Namespace, workdir: Path) -> list[str]:
@@ -92,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="node-holder-steady-"))
     for source in (REPO, *([Path(args.against)] if args.against else [])):
-        compiled(source / "reconcile")
+        byte_compile(source / "reconcile")
     out = [
         f"load average before: {os.getloadavg()[0]:.1f}",
         "",
