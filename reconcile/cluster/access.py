@@ -35,7 +35,6 @@ from urllib.parse import urlsplit
 from urllib.request import getproxies
 
 import urllib3
-import yaml
 
 from reconcile.cluster.errors import redact
 from reconcile.cluster.transport import AUTH_REFRESH_SECONDS, Connection, Credentials, anonymous
@@ -66,7 +65,7 @@ def connection_for(access: ClusterAccess, plugin_timeout: float = 45.0) -> Conne
                 "no cluster access: not running in a pod (KUBERNETES_SERVICE_HOST is not set) "
                 "and no kubeconfig found; pass --kubeconfig or set KUBECONFIG"
             )
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, _NotYaml) as exc:
         # What reading and parsing a file can raise; the shape of what was parsed is checked
         # where it is read (ConfigError), so anything else is a fault of this reader.
         detail = redact(" ".join(str(exc).split())) or type(exc).__name__
@@ -182,6 +181,10 @@ def _maps(value: Any, what: str, where: str | Path) -> list[Mapping[str, Any]]:
     return items
 
 
+class _NotYaml(Exception):
+    """A kubeconfig file that YAML cannot parse (yaml's own error, said as it says it)."""
+
+
 @dataclass
 class _Kubeconfig:
     """Files merged as kubectl merges them: the first definition of each name wins."""
@@ -194,9 +197,14 @@ class _Kubeconfig:
 
     @classmethod
     def read(cls, paths: list[str]) -> _Kubeconfig:
+        import yaml  # noqa: PLC0415 (the CronJob's in-cluster run reads no YAML: 12 ms of start-up)
+
         merged = cls(paths)
         for path in paths:
-            doc = yaml.safe_load(Path(path).expanduser().read_text())
+            try:
+                doc = yaml.safe_load(Path(path).expanduser().read_text())
+            except yaml.YAMLError as exc:
+                raise _NotYaml(str(exc)) from None
             if not isinstance(doc, dict):
                 what = "is empty" if doc is None else "is not a kubeconfig"
                 raise ConfigError(f"cannot load cluster access: {path} {what}; {FIX_KUBECONFIG}")
@@ -649,8 +657,10 @@ def _check_tls(found: Connection) -> None:
         if found.ca_file or found.ca_data:
             context.load_verify_locations(cafile=found.ca_file, cadata=found.ca_data)
     except (ssl.SSLError, OSError, ValueError) as exc:
+        pod = found.ca_file == str(IN_CLUSTER_CA)  # in a pod: no kubeconfig to check
+        fix = f"check the CA mounted at {IN_CLUSTER_CA}, or pass --kubeconfig" if pod else ""
         raise ConfigError(
-            f"the cluster's certificate-authority does not load ({exc}); {FIX_KUBECONFIG}"
+            f"the cluster's certificate-authority does not load ({exc}); {fix or FIX_KUBECONFIG}"
         ) from None
     try:
         if found.cert_file:

@@ -407,6 +407,37 @@ def test_in_a_pod_a_missing_port_or_ca_is_named(
     assert missing in assert_one_clear_line(result.stderr)
 
 
+def test_in_a_pod_cluster_access_reads_no_yaml(tmp_path: Path) -> None:
+    """The CronJob's run (in a pod, no kubeconfig) never imports yaml: 12 ms of start-up,
+    every minute. A kubeconfig still loads it (the other tests here). The mounted CA here is
+    not one: access goes as far as loading it, and says to check that file, not a kubeconfig."""
+    (tmp_path / "token").write_text("t0k")
+    (tmp_path / "ca.crt").write_text("not read before the connection is used")
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from reconcile.cli import main\n"  # the command line and the run, as the CronJob
+        "from reconcile import run\n"
+        "from reconcile.cluster import access\n"
+        "from reconcile.rule.settings import ClusterAccess\n"
+        f"access.IN_CLUSTER_TOKEN = Path({str(tmp_path / 'token')!r})\n"
+        f"access.IN_CLUSTER_CA = Path({str(tmp_path / 'ca.crt')!r})\n"
+        "try:\n"
+        "    access.connection_for(ClusterAccess())\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+        "print('server', 'yaml' in sys.modules)\n"
+    )
+    env = {**os.environ, "KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    env.pop("KUBECONFIG", None)
+    done = run_python("-c", code, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "server False", done.stdout
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("ConfigError the cluster's certificate-authority does not load"), first
+    assert first.endswith(f"check the CA mounted at {tmp_path / 'ca.crt'}, or pass --kubeconfig")
+
+
 # --- credentials in URLs -----------------------------------------------------------------
 
 
