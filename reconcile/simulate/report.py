@@ -315,10 +315,15 @@ def _recommendation(found: dict[str, Any] | None, columns: list[dict[str, Any]])
     before, after = found["steps"]
     return (
         f"  recommended: --hold-duration {setting}{column}, the knee: from {before['from']} it "
-        f"avoids {before['launchesAvoided']} more launches (est.) for "
-        f"{before['nodeHoursKept']:,.1f} more node-hours kept; {after['to']} avoids "
-        f"{after['launchesAvoided']} more for {after['nodeHoursKept']:,.1f} more"
+        f"avoids {_more(before['launchesAvoided'])} launches (est.) for "
+        f"{_more(before['nodeHoursKept'], '.1f')} node-hours kept; {after['to']} avoids "
+        f"{_more(after['launchesAvoided'])} for {_more(after['nodeHoursKept'], '.1f')}"
     )
+
+
+def _more(value: float, digits: str = "") -> str:
+    """A step's change: `N more`, or `N fewer` where it goes down (never a negative "more")."""
+    return f"{abs(value):,{digits}} {'fewer' if value < 0 else 'more'}"
 
 
 def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:

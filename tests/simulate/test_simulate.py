@@ -19,6 +19,7 @@ import pytest
 from reconcile.rule.decide import NodeView
 from reconcile.rule.settings import HoldSettings
 from reconcile.simulate.replay import ReplayOptions, Simulation, replay, replay_span, simulate
+from reconcile.simulate.report import _recommendation, knee
 from reconcile.simulate.timeline import iso, load_timeline
 from scripts import generate_day
 from tests.clusters import CliResult, run_cli
@@ -272,6 +273,21 @@ def test_the_knee_follows_the_day_a_churn_of_12_minute_nodes_has_it_at_15m(
     avoided = {c["label"]: c["launchesAvoidedEstimate"] for c in data["configurations"]}
     assert (avoided["10m"], avoided["15m"], avoided["2h"]) == (0, 39, 39)
     assert data["knee"]["label"] == "15m"
+
+
+def test_a_step_past_the_knee_that_avoids_fewer_launches_says_fewer() -> None:
+    """10m avoids 120 launches, 20m only 16 (issue 37: it said `avoids -104 more`)."""
+    columns = [
+        {"label": label, "holdDurationSeconds": seconds, "launchesAvoidedEstimate": launches,
+         "nodeHoursKeptEstimate": hours}
+        for label, seconds, launches, hours in (("5m", 300, 0, 0.0), ("10m", 600, 120, 1.0),
+                                                ("20m", 1200, 16, 0.5))
+    ]  # fmt: skip
+    line = _recommendation(knee(columns), columns)
+    assert line.endswith(
+        "from 5m it avoids 120 more launches (est.) for 1.0 more node-hours kept; "
+        "20m avoids 104 fewer for 0.5 fewer"
+    ), line
 
 
 @pytest.mark.parametrize(
