@@ -80,6 +80,7 @@ class Timeline:
     notes: tuple[str, ...] = ()  # what was skipped or assumed, said once at the top
     #: NodePool name -> the hold settings in its metadata.annotations (`kubectl get nodepools`)
     nodepools: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    prometheus: bool = False  # a Prometheus answer is among the inputs (its labels: allowlisted)
 
 
 class _Problem(Exception):
@@ -134,6 +135,7 @@ def load_timeline(paths: Sequence[str], shortest_hold: timedelta | None = None) 
         end=max((p.end for p in parsed if p.end), default=None),
         notes=tuple(note for p in parsed for note in p.notes),
         nodepools={k: v for p in parsed for k, v in p.nodepools.items()},
+        prometheus=bool(answers),
     )
 
 

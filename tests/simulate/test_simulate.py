@@ -275,6 +275,29 @@ def test_the_knee_follows_the_day_a_churn_of_12_minute_nodes_has_it_at_15m(
     assert data["knee"]["label"] == "15m"
 
 
+def test_a_trigger_selector_and_group_label_no_node_carries_are_warned_naming_the_label(
+    tmp_path: Path,
+) -> None:
+    """As `reconcile` warns: the label the input lacks, in one line each; a YAML input needs
+    no kube-state-metrics flag. The selector, not the hold duration, is why no hold started."""
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:10:00Z}")
+    label = "eks.amazonaws.com/nodegroup"
+    args = ("--trigger-selector", f"{label}=gpu", "--group-label", label, "--compare", "20m/group")
+    result = run_cli("simulate", path, *args)
+    assert result.code == 0, result.stderr
+    warnings = [line for line in result.lines if line.startswith("  warning: ")]
+    assert warnings == [
+        f"  warning: --trigger-selector '{label}=gpu' matches none of the 3 nodes of the input: "
+        f"no node starts a hold; no node carries the label {label}",
+        f"  warning: --group-label '{label}' is on none of the 3 nodes of the input: in group "
+        f"scope they all form one group; no node carries the label {label}",
+    ]
+    assert "  no hold: no node of the input matches --trigger-selector (see above)" in result.lines
+    assert simulate_json(path, *args)["timeline"]["warnings"] == [w[11:] for w in warnings]
+    held = run_cli("simulate", path, "--trigger-selector", "!gpu")  # matches: no warning
+    assert "warning:" not in held.stdout and "no hold" not in held.stdout
+
+
 def test_a_step_past_the_knee_that_avoids_fewer_launches_says_fewer() -> None:
     """10m avoids 120 launches, 20m only 16 (issue 37: it said `avoids -104 more`)."""
     columns = [
