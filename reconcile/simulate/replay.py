@@ -171,15 +171,7 @@ def replay_span(
     moments = [t for n in timeline.nodes for t in (n.created, n.deleted) if t is not None]
     step = interval.total_seconds()
     if end is None and timeline.end is None and moments:
-        key = settings.NODE_HOLD
-        owns = {n.annotations.get(key, "") for n in timeline.nodes}
-        owns |= {p[key] for p in timeline.nodepools.values() if key in p}
-        owns |= {v for h in holds for _, k, v in _pools(h) if k == key}
-        views = [
-            rules.NodeView("", moments[0], own=nodes.own_settings({key: v}, None, {})) for v in owns
-        ]
-        longest = max(rules.own_settings(v, h).duration for h in holds for v in views)
-        latest = (max(moments) + longest).timestamp()
+        latest = (max(moments) + _longest_hold(timeline, holds)).timestamp()
         end = datetime.fromtimestamp(math.ceil(latest / step) * step, UTC) + interval
     end = end or timeline.end
     start = start or timeline.start or min(moments, default=None)
@@ -199,6 +191,16 @@ def replay_span(
             "of it with --last 24h or --start/--end, or a longer --interval"
         )
     return span
+
+
+def _longest_hold(timeline: Timeline, holds: list[HoldSettings]) -> timedelta:
+    """The longest hold any node of the timeline could have in any configuration."""
+    key = settings.NODE_HOLD
+    owns = {n.annotations.get(key, "") for n in timeline.nodes}
+    owns |= {p[key] for p in timeline.nodepools.values() if key in p}
+    owns |= {v for h in holds for _, k, v in _pools(h) if k == key}
+    views = [rules.NodeView("", EPOCH, own=nodes.own_settings({key: v}, None, {})) for v in owns]
+    return max(rules.own_settings(v, h).duration for h in holds for v in views)
 
 
 class Schedule(NamedTuple):
