@@ -433,8 +433,7 @@ def _stamped(
     free_until = max([*frees, *filter(None, [window.free_until])], default=None)
     start, until, capped = window.stretch_start, window.hold_until, window.capped
     if start is not None and until is not None and window.reach is not None:
-        ours = [m for m in members if HOLD_STARTED in m.annotations and holds_ours(m, hold)]
-        starts = [t for m in ours if (t := _stamp(m, HOLD_STARTED, now, bound)[0]) and t <= now]
+        starts = _started(members, now, hold, bound)
         if starts and min(starts) < start:
             start = min(starts)
             if until > start + cap:
@@ -454,6 +453,14 @@ def _stamped(
         capped=capped,
         free_until=free_until,
     )
+
+
+def _started(
+    members: Sequence[NodeView], now: datetime, hold: HoldSettings, bound: timedelta
+) -> list[datetime]:
+    """The hold-started stamps, up to now, on members that carry a hold of ours."""
+    ours = [m for m in members if HOLD_STARTED in m.annotations and holds_ours(m, hold)]
+    return [t for m in ours if (t := _stamp(m, HOLD_STARTED, now, bound)[0]) and t <= now]
 
 
 def decide_node(
