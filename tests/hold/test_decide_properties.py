@@ -470,9 +470,7 @@ def test_the_last_stretch_from_the_youngest_is_the_last_of_those_from_the_oldest
     ]  # fmt: skip
     limit = None if cap is None else timedelta(minutes=cap)
     stretch, until, capped = rule._last_stretch(triggers, limit, timedelta(minutes=90))
-    want, want_until, want_capped = _stretches_from_the_oldest(
-        [(s, s + d) for s, d in holds], cap
-    )
+    want, want_until, want_capped = _stretches_from_the_oldest([(s, s + d) for s, d in holds], cap)
     got = sorted(((t.start - T0) // timedelta(minutes=1), (t.end - T0) // timedelta(minutes=1))
                  for t in stretch)  # fmt: skip
     assert (got, until, capped) == (want, T0 + timedelta(minutes=want_until), want_capped)
