@@ -591,13 +591,21 @@ def _stamps(
         elif window.stretch_start:
             want[HOLD_STARTED] = format_time(window.stretch_start)
     if not held and mode is Mode.RECONCILE:  # a hold of ours, or a release: no free period
-        due = window.free_until  # (only --max-hold sets it)
-        if due and (free is None or free < due) and hold.node_selector.matches(node.labels):
-            want[FREE_UNTIL] = format_time(due)
-        elif free is not None and free > now:
-            want[FREE_UNTIL] = annotations[FREE_UNTIL]  # the free period is not over yet
+        want[FREE_UNTIL] = _free_stamp(node, window.free_until, free, hold, now)
     changes = {k: v for k, v in want.items() if annotations.get(k) != v}
     return changes, tuple(why for why in (started_bad, free_bad) if why)
+
+
+def _free_stamp(
+    node: NodeView, due: datetime | None, free: datetime | None, hold: HoldSettings, now: datetime
+) -> str | None:
+    """The free-until stamp a node without our hold carries: the window's (`due`, which only
+    --max-hold sets) on a selected node without a later one, else its own while not over."""
+    if due and (free is None or free < due) and hold.node_selector.matches(node.labels):
+        return format_time(due)
+    if free is not None and free > now:
+        return node.annotations[FREE_UNTIL]  # the free period is not over yet
+    return None
 
 
 def _decide_pin(
