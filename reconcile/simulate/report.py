@@ -169,7 +169,7 @@ def _header(sim: Simulation) -> list[str]:
 
 
 def unmatched(sim: Simulation) -> list[str]:
-    """The trigger selector or group label that no node of the input matches, as `reconcile`
+    """The selectors and group label that no node of the input matches, as `reconcile`
     warns: the label the input lacks, and for a Prometheus answer where it would come from."""
     hold, nodes = sim.holds[0], sim.timeline.nodes
     found = []
@@ -178,6 +178,12 @@ def unmatched(sim: Simulation) -> list[str]:
         found.append(
             f"--trigger-selector {selector.text!r} matches none of the {len(nodes)} nodes of the "
             f"input: no node starts a hold{_lacking(sim, selector.keys)}"
+        )
+    chosen = hold.node_selector
+    if chosen and not any(chosen.matches(n.labels) for n in nodes):
+        found.append(
+            f"--node-selector {chosen.text!r} matches none of the {len(nodes)} nodes of the "
+            f"input: no node is held{_lacking(sim, chosen.keys)}"
         )
     label = hold.group_label
     if any(h.scope is Scope.GROUP for h in sim.holds) and not any(label in n.labels for n in nodes):

@@ -296,6 +296,11 @@ def test_a_trigger_selector_and_group_label_no_node_carries_are_warned_naming_th
     assert simulate_json(path, *args)["timeline"]["warnings"] == [w[11:] for w in warnings]
     held = run_cli("simulate", path, "--trigger-selector", "!gpu")  # matches: no warning
     assert "warning:" not in held.stdout and "no hold" not in held.stdout
+    unheld = run_cli("simulate", path, "--node-selector", "team in (a,b)")
+    assert (
+        "  warning: --node-selector 'team in (a,b)' matches none of the 3 nodes of the input: "
+        "no node is held; no node carries the label team"
+    ) in unheld.lines
 
 
 def test_a_step_past_the_knee_that_avoids_fewer_launches_says_fewer() -> None:
