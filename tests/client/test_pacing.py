@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from threading import Event
 
 import pytest
 
@@ -106,8 +107,14 @@ def test_the_first_patch_that_cannot_start_before_the_margin_leaves_it_and_the_r
     oldest, none of them was sent, and the counts add up."""
     now = api.now()
     names = api.add_nodes(50, created=lambda i: now - timedelta(minutes=1, seconds=i), eks=False)
-    clock = FakeClock()
-    limiter = RateLimiter(1, burst=1, clock=clock)
+    clock, asked = FakeClock(), []
+
+    class Counted(RateLimiter):
+        def acquire(self, deadline: Deadline, stop: Event, cost: float = 1, reserve: float = 0):
+            asked.append(clock.now)
+            super().acquire(deadline, stop, cost, reserve)
+
+    limiter = Counted(1, burst=1, clock=clock)
     pace = Pace(1, limiter, Backoff(), Deadline(40.5, clock), FakeStop(clock), request_timeout)
     kube, hold = kube_for(kubeconfig, request_timeout=30), HoldSettings()
     listing = read_nodes(kube, hold, RunSettings(), pace)
@@ -119,6 +126,7 @@ def test_the_first_patch_that_cannot_start_before_the_margin_leaves_it_and_the_r
     assert [r.path.rsplit("/", 1)[1] for r in api.writes()] == names[:sent]  # youngest first
     assert (applied.writes, applied.left, applied.failed) == (sent, 50 - sent, ())
     assert clock.now == pytest.approx(sent - 1)  # no wait into the margin
+    assert len(asked) == sent + 1  # the patches after the one left never asked for the rate
 
 
 def test_the_text_and_the_event_say_what_was_done_and_what_continues_next_run(
