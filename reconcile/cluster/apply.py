@@ -221,9 +221,10 @@ def apply_plan(
 ) -> ApplyResult:
     """Send the patches of the plan, in `write_order`, at the pace's rate, until one cannot
     start in time to be answered (Deferred, RateLimiter.acquire): that one and the rest are left
-    for the next run (Outcome.LEFT), so the nodes left are the last in write order. Never raises
-    for a single node's failure. `on_result` hears each node's result as soon as it is known,
-    one at a time: a run killed later still leaves those lines in its log."""
+    for the next run (Outcome.LEFT), so the nodes left are the last in write order (but for
+    patches the other workers had already started). Never raises for a single node's failure.
+    `on_result` hears each node's result as soon as it is known, one at a time: a run killed
+    later still leaves those lines in its log."""
     patches = write_order(plan)
     if not patches:
         return ApplyResult(())
