@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 LIST_RESTARTS = 3  # a continue token that expired (410) restarts the list this often
 #: A list page is sized to hold about this many bytes (at most --page-size nodes): memory
-#: follows the budget, not the size of the annotations people put on nodes.
+#: follows the page size in bytes, not the size of the annotations people put on nodes.
 PAGE_BYTES = 4 * 2**20
 FIRST_PAGE = 20  # nodes in the first page, before anything is known about their size
 MIN_PAGE = 10

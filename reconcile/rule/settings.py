@@ -113,7 +113,7 @@ class RunSettings:
     dry_run: bool = False
     timeout: timedelta = timedelta(seconds=45)
     workers: int = 8
-    qps: float | None = None  # node writes a second; None: auto (reconcile.cluster.pace)
+    qps: float = 200.0  # node writes a second at most (reconcile.cluster.pace); 0: no limit
     page_size: int = 500
     events: bool = True
     output: Output = Output.TEXT
@@ -329,16 +329,6 @@ def parse_number(text: str, low: float, high: float, whole: bool = False) -> flo
     if not low <= value <= high:
         raise Invalid("is out of range", fix)
     return value
-
-
-def parse_rate(text: str, high: float) -> float | None:
-    """Writes a second, 0 (no limit) to `high`, or auto: None, the tool fits it to the cluster."""
-    if text.strip().lower() == "auto":
-        return None
-    try:
-        return parse_number(text, 0, high)
-    except Invalid as exc:
-        raise Invalid(exc.problem, f"use auto or {exc.fix.removeprefix('use ')}") from None
 
 
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
