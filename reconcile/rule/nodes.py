@@ -130,14 +130,9 @@ def nodepool_settings(nodepools: Iterable[Mapping[str, Any]]) -> NodePoolSetting
     for pool in nodepools:
         meta = pool.get("metadata") or {}
         name, annotations = str(meta.get("name", "")), meta.get("annotations") or {}
-        hold, cap = (annotations.get(k) for k in (NODE_HOLD, NODE_MAX_HOLD))
-        given = hold is not None or cap is not None
-        found[name] = NodePoolOwn(name, _text(hold), _text(cap)) if given else None
+        hold, cap = annotations.get(NODE_HOLD), annotations.get(NODE_MAX_HOLD)  # (text: the API's)
+        found[name] = None if hold is None and cap is None else NodePoolOwn(name, hold, cap)
     return found
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
 
 
 def _copied(value: Any) -> str:

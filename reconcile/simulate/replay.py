@@ -61,9 +61,8 @@ class Column(HoldSettings):
     """A configuration to replay: hold settings, and per-NodePool settings as if those
     NodePools carried them (over a NodePool list's): what a NodePool change would do."""
 
-    nodepools: tuple[
-        tuple[str, str, str], ...
-    ] = ()  # (NodePool, NODE_HOLD or NODE_MAX_HOLD, value)
+    #: (NodePool, NODE_HOLD or NODE_MAX_HOLD, value)
+    nodepools: tuple[tuple[str, str, str], ...] = ()
 
 
 def describe(hold: HoldSettings) -> str:
@@ -155,7 +154,7 @@ def _nodepool(text: str, hold: HoldSettings, where: str) -> tuple[str, str, str]
         )
     pool, value = found[1], found[3].strip()
     key = settings.NODE_MAX_HOLD if found[2] else settings.NODE_HOLD
-    own = with_column({}, Column(nodepools=((pool, key, value),)))[pool]
+    own = nodes.NodePoolOwn(pool, *((None, value) if found[2] else (value, None)))
     if bad := rules.own_settings(rules.NodeView(pool, EPOCH, own=own), hold).bad:
         raise ConfigError(f"{where}: {bad[0][1]}; use e.g. {NODEPOOL}{pool}=45m")
     return pool, key, value
