@@ -31,6 +31,8 @@ from reconcile.rule.names import DNS_SUBDOMAIN, label_value_problem, qualified_n
 from reconcile.rule.nodes import NodePoolOwn, NodePoolSettings, nodepool_settings
 from reconcile.rule.settings import (
     DEFAULT_GROUP_LABEL,
+    NODE_HOLD,
+    NODE_MAX_HOLD,
     ConfigError,
     format_duration,
     format_time,
@@ -133,9 +135,21 @@ def load_timeline(paths: Sequence[str]) -> Timeline:
         sources=sources,
         start=min((p.start for p in parsed if p.start), default=None),
         end=max((p.end for p in parsed if p.end), default=None),
-        notes=tuple(note for p in parsed for note in p.notes),
+        notes=tuple(note for p in parsed for note in p.notes) + _unread(nodes),
         nodepool_settings={k: v for p in parsed for k, v in p.nodepool_settings.items()},
         step=step,
+    )
+
+
+def _unread(nodes: Iterable[TimelineNode]) -> tuple[str, ...]:
+    """Nodes that carry a NodePool's hold settings: not read there, as a run does not read them."""
+    count = sum(1 for n in nodes if NODE_HOLD in n.annotations or NODE_MAX_HOLD in n.annotations)
+    if not count:
+        return ()
+    return (
+        f"{count} node(s) carry {NODE_HOLD} or {NODE_MAX_HOLD}, which are not read on nodes: "
+        "give the NodePools' own as a NodePool list (kubectl get nodepools -o json), or a "
+        "column's nodepool:NAME=DURATION",
     )
 
 

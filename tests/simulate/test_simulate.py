@@ -504,8 +504,13 @@ def test_compare_overrides_a_nodepools_own_settings(tmp_path: Path) -> None:
     )
     args = ("--start", "2024-05-14T00:00:00Z", "--end", "2024-05-14T01:00:00Z")
     for source in (path, str(as_json)):
-        alone = simulate_json(source, *args)["configurations"][0]
-        assert alone["heldRuns"] == 20, source  # the node's own 10m is not read
+        alone = simulate_json(source, *args)
+        assert alone["configurations"][0]["heldRuns"] == 20, source  # the node's 10m: not read
+        assert alone["timeline"]["notes"] == [
+            "1 node(s) carry node-holder.dev/hold-duration or node-holder.dev/max-hold, which "
+            "are not read on nodes: give the NodePools' own as a NodePool list (kubectl get "
+            "nodepools -o json), or a column's nodepool:NAME=DURATION"
+        ]
         data = simulate_json(source, str(pools), *args, "--compare", compare)
         columns = {c["label"]: c for c in data["configurations"]}
         assert list(columns) == [
