@@ -370,8 +370,8 @@ COMPARE = Setting(
     None,
     COLUMNS,
     "Also replay these configurations, side by side: hold durations, each optionally "
-    "with /SCOPE, /max=DURATION and a NodePool's own /pool:NAME=DURATION or "
-    "/pool:NAME:max=DURATION, e.g. 10m,40m,20m/group,20m/max=1h,20m/pool:batch=45m. "
+    "with /SCOPE, /max=DURATION and, as if NodePool NAME carried them, /nodepool:NAME=DURATION "
+    "or /nodepool:NAME:max=DURATION, e.g. 10m,40m,20m/group,20m/max=1h,20m/nodepool:batch=45m. "
     "What a column leaves out comes from the options above.",
     "",
     metavar="COLUMNS",

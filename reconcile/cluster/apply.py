@@ -200,7 +200,7 @@ class _Patcher:
     def _decide_again(self, patch: NodePatch, _why: str | None) -> NodePatch | Ended:
         """The node as it is now, decided again: the next patch, or how it ended."""
         try:
-            fresh = read_node(self.kube, patch.node, self.plan.hold, self.pace)
+            fresh = read_node(self.kube, patch.node, self.plan, self.pace)
         except (ApiError, TransportError, MalformedNode) as exc:
             return Outcome.FAILED, explain(exc)
         except (Interrupted, DeadlineExceeded) as exc:
