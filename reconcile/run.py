@@ -12,15 +12,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from reconcile.cluster.apply import ApplyResult, NodeResult, Outcome, apply_plan, record_events
+from reconcile.cluster.apply import (
+    ApplyResult,
+    NodeResult,
+    Outcome,
+    apply_plan,
+    record_events,
+)
 from reconcile.cluster.client import Client
 from reconcile.cluster.nodepools import PoolResult, Pools, apply_pools, read_pools
 from reconcile.cluster.pace import Backoff, Pace
 from reconcile.cluster.read import Listing, read_nodes
 from reconcile.rule import budget
 from reconcile.rule.decide import (
-    MAX_EVENTS,
-    NodePatch,
     Plan,
     Reason,
     Transition,
@@ -101,10 +105,8 @@ def run_once(
     if run.dry_run:
         return replace(result, pools=pools)
     applied = apply_plan(plan, kube, pace, on_result)
-    landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
     done = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]
-    on_pools = [t for t in done if t][:MAX_EVENTS]  # the run's bound, for NodePools too
-    transitions = [*on_pools, *recorded_events(_as_landed(plan.transitions, landed), landed)]
+    transitions = recorded_events([*filter(None, done), *_as_landed(plan.transitions, applied)])
     events, errors = record_events(kube, plan, transitions, run, pace, describe)
     return replace(
         result,
@@ -116,19 +118,19 @@ def run_once(
     )
 
 
-def _as_landed(
-    transitions: tuple[Transition, ...], landed: list[NodePatch]
-) -> tuple[Transition, ...]:
-    """Each node transition with the nodes whose patch landed, not those planned: a run that
-    leaves nodes to the next one says in its Event what it changed."""
+def _as_landed(transitions: tuple[Transition, ...], applied: ApplyResult) -> list[Transition]:
+    """Each node transition whose window had a patch land, with the nodes whose patch landed,
+    not those planned: a run that leaves nodes to the next one says in its Event what it
+    changed."""
+    landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
+    windows = {p.window for p in landed}
     added = Counter(p.window for p in landed if p.added)
     removed = Counter(p.window for p in landed if p.removed)
-    return tuple(
+    return [
         replace(t, nodes=(removed if t.reason is Reason.ENDED else added)[t.window.name])
-        if t.window is not None and t.kind == "Node"
-        else t
         for t in transitions
-    )
+        if t.window is not None and t.window.name in windows
+    ]
 
 
 @contextmanager

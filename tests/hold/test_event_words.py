@@ -63,7 +63,7 @@ def test_a_hold_ended_by_the_cap_or_by_no_trigger_says_so() -> None:
 def test_past_ten_events_the_rest_are_summed_up_in_one() -> None:
     nodes = [node(f"n{i:02}", annotations=OURS) for i in range(12)]
     plan = decide(nodes, T0, HoldSettings(scope=Scope.NODE))
-    events = recorded_events(plan.transitions, plan.patches)
+    events = recorded_events(plan.transitions)
     assert len(events) == 10
     assert event_message(events[-1], plan) == (
         "Hold ended for 3 more windows, 3 node(s) in all (one run records at most 10 Events)"
