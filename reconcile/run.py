@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from reconcile.cluster.apply import (
+    FAILURES,
     ApplyResult,
     NodeResult,
     Outcome,
@@ -121,15 +122,21 @@ def run_once(
 def _as_landed(transitions: tuple[Transition, ...], applied: ApplyResult) -> list[Transition]:
     """Each node transition whose window had a patch land, with the nodes whose patch landed,
     not those planned: a run that leaves nodes to the next one says in its Event what it
-    changed."""
+    changed. A hold ends in the run that removes the last of it: while removals are left
+    (paced, or failed), an end records nothing."""
     landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
+    undone = (*FAILURES, Outcome.LEFT)
+    left = {r.patch.window for r in applied.results if r.outcome in undone and r.patch.removed}
     windows = {p.window for p in landed}
     added = Counter(p.window for p in landed if p.added)
     removed = Counter(p.window for p in landed if p.removed)
+    ended = Reason.ENDED
     return [
-        replace(t, nodes=(removed if t.reason is Reason.ENDED else added)[t.window.name])
+        replace(t, nodes=(removed if t.reason is ended else added)[t.window.name])
         for t in transitions
-        if t.window is not None and t.window.name in windows
+        if t.window is not None
+        and t.window.name in windows
+        and not (t.reason is ended and t.window.name in left)
     ]
 
 

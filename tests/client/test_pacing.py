@@ -164,3 +164,26 @@ def test_the_uninstall_hook_s_release_fails_when_it_leaves_nodes(
     left = 1_000 - sent - sent_by_hook
     assert f"{left} node(s) left at the run timeout and no next run follows" in line
     assert sum(1 for n in names if api.annotations(n)) == left
+
+
+@pytest.mark.parametrize("command", ["reconcile", "release"])
+def test_a_paced_end_records_hold_ended_once_in_the_run_that_removes_the_last_of_it(
+    api: ApiServer, kubeconfig: Path, command: str
+) -> None:
+    """A hold that is over (or released by hand) on 300 nodes, at a rate that removes it over
+    two runs or more: the runs before the last record no Event and list none in their JSON;
+    the last one records one HoldEnded, counting the nodes it removed."""
+    names = api.add_nodes(300, created=api.now() - timedelta(days=1), eks=False, annotations=OURS)
+    args = ("--kubeconfig", str(kubeconfig), "--qps", "100", "--timeout", "2s", "--output", "json")
+    runs: list[CliResult] = []
+    removed: list[int] = []  # nodes each run removed the hold from
+    while any(api.annotations(n) for n in names) and len(runs) < 20:
+        runs.append(run_cli(command, *args))
+        assert runs[-1].code == 0, runs[-1].stderr
+        removed.append(patches(api, sum(removed)))
+    assert len(runs) >= 2 and not any(api.annotations(n) for n in names)
+    assert [r.json["events"] for r in runs[:-1]] == [[]] * (len(runs) - 1)
+    (event,) = api.events
+    assert event["reason"] == "HoldEnded"
+    assert event["message"].endswith(f"; hold annotation removed from {removed[-1]} node(s)")
+    assert [e["reason"] for e in runs[-1].json["events"]] == ["HoldEnded"]
