@@ -226,8 +226,14 @@ def test_auto_switch_from_annotations_keeps_them_until_the_hold_ends(cluster):
     node(api, "batch-new", timedelta(minutes=1), "batch")
     assert run(kubeconfig, "reconcile").code == 0
     api.reset_log()
-    assert run(kubeconfig, "reconcile", "--mechanism", "auto").code == 0
+    result = run(kubeconfig, "reconcile", "--mechanism", "auto", "--output", "json")
+    assert result.code == 0, result.stderr
     assert api.writes() == [] and api.writes("nodepools") == []
+    # Named, with why, in every run while it lasts.
+    listed = result.json["nodePoolsByAnnotation"]
+    assert [p["nodePool"] for p in listed] == ["batch", "gpu"]
+    (line,) = [x for x in result.stderr.splitlines() if "no budget entry" in x]
+    assert "nodepool/batch, gpu: no budget entry (its nodes carry node-holder's hold" in line
 
 
 def test_group_scope_holds_only_the_held_groups_nodepool(cluster):

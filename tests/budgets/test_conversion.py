@@ -119,18 +119,25 @@ def test_auto_holds_the_nodes_by_annotation_in_the_same_run_and_leaves_no_entry(
     assert api.annotations("batch-old") == OURS and api.annotations("batch-new") == OURS
     said = [x for x in result.stderr.splitlines() if "no budget entry" in x]
     assert len(said) == 1 and "nodepool/batch: no budget entry (" in said[0]
-    assert said[0].endswith("its nodes are held by annotation")
+    assert said[0].endswith("held by annotation until the hold ends")
     assert [(e["reason"], e["involvedObject"]["kind"]) for e in api.events] == [
         ("HoldStarted", "Node")
     ]
-    # The hold goes on by annotation: no NodePool write, nothing said again...
+    # The hold goes on by annotation, no NodePool write, and every run says so and why...
     api.reset_log()
-    quiet = run(kubeconfig, *auto)
-    assert quiet.code == 0 and "no budget entry" not in quiet.stderr
-    assert api.writes("nodepools") == [] and api.annotations("batch-old") == OURS
-    # ... and ends as one.
+    again = run(kubeconfig, *auto)
+    assert again.code == 0 and api.writes("nodepools") == []
+    assert api.annotations("batch-old") == OURS
+    (line,) = [x for x in again.stderr.splitlines() if "no budget entry" in x]
+    assert "nodepool/batch: no budget entry (its nodes carry node-holder's hold annotations" in line
+    assert line.endswith("held by annotation until the hold ends")
+    listed = run(kubeconfig, *auto, "--output", "json").json["nodePoolsByAnnotation"]
+    assert [p["nodePool"] for p in listed] == ["batch"] and "annotations" in listed[0]["why"]
+    # ... and ends as one, naming it no more.
     api.advance_clock(timedelta(minutes=25))
-    assert run(kubeconfig, *auto).code == 0
+    ended = run(kubeconfig, *auto, "--output", "json")
+    assert ended.code == 0 and ended.json["nodePoolsByAnnotation"] == []
+    assert "no budget entry" not in ended.stderr
     assert api.annotations("batch-old") == {} and budgets(api, "batch") == before
 
 
