@@ -624,15 +624,8 @@ def warnings(result: RunResult, command: str) -> list[str]:
             f"someone else (a GitOps tool restoring the NodePool?); {then}; tell the GitOps "
             "tool to leave it alone (docs/design.md#gitops)"
         )
-    fallen: dict[str, list[str]] = {}  # auto: why a NodePool has no entry, and which
-    for name, why in by_annotation(result).items():
-        fallen.setdefault(why, []).append(name)
-    if fallen:
-        held = [
-            f"nodepool/{_names(names)}: no budget entry ({why})" for why, names in fallen.items()
-        ]
-        more = f"; and {len(held) - 5} more reasons" if len(held) > 5 else ""
-        found.append(f"{'; '.join(held[:5])}{more}: held by annotation until the hold ends")
+    if fallen := by_annotation(result):
+        found.append(_by_annotation_line(fallen))
     if edge := large_edge(result.plan):
         found.append(edge)
     if command != "reconcile" or not result.dry_run:
@@ -666,6 +659,16 @@ def by_annotation(result: RunResult) -> dict[str, str]:
             "that could not be made or a switch from annotations"
         )
     return found
+
+
+def _by_annotation_line(fallen: dict[str, str]) -> str:
+    """`by_annotation`'s NodePools in one line, those with the same why together."""
+    names: dict[str, list[str]] = defaultdict(list)
+    for name, why in fallen.items():
+        names[why].append(name)
+    held = [f"nodepool/{_names(pools)}: no budget entry ({why})" for why, pools in names.items()]
+    more = f"; and {len(held) - 5} more reasons" if len(held) > 5 else ""
+    return f"{'; '.join(held[:5])}{more}: held by annotation until the hold ends"
 
 
 def failure(result: RunResult, next_run: bool = True) -> str | None:
