@@ -655,8 +655,8 @@ def by_annotation(result: RunResult) -> dict[str, str]:
         found[pool.name] = fallen.get(pool.name) or (
             "someone else removed it"
             if pool.reverted
-            else "its nodes carry node-holder's hold annotations from before, a budget entry "
-            "that could not be made or a switch from annotations"
+            else "its nodes carry node-holder's hold annotations since an earlier run: a budget "
+            "entry that could not be made, or a switch from annotations"
         )
     return found
 

@@ -187,3 +187,23 @@ def test_a_paced_end_records_hold_ended_once_in_the_run_that_removes_the_last_of
     assert event["reason"] == "HoldEnded"
     assert event["message"].endswith(f"; hold annotation removed from {removed[-1]} node(s)")
     assert [e["reason"] for e in runs[-1].json["events"]] == ["HoldEnded"]
+
+
+def test_an_end_with_a_failed_removal_records_hold_ended_in_the_run_that_finishes_it(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """One node's removal is refused: that run fails and records no HoldEnded; the next run
+    removes the last of the hold and records it, counting that one node."""
+    names = api.add_nodes(5, created=api.now() - timedelta(days=1), eks=False, annotations=OURS)
+    api.inject(Fault(method="PATCH", path=f"{NODES}/{names[2]}$", status=400, times=None))
+    failed = run_cli("reconcile", "--kubeconfig", str(kubeconfig), "--output", "json")
+    assert failed.code == 1 and failed.json["events"] == [] and api.events == []
+    assert [n for n in names if api.annotations(n)] == [names[2]]
+    api.clear_faults()
+    ended = run_cli("reconcile", "--kubeconfig", str(kubeconfig), "--output", "json")
+    assert ended.code == 0 and not any(api.annotations(n) for n in names)
+    (event,) = api.events
+    assert event["reason"] == "HoldEnded" and [e["reason"] for e in ended.json["events"]] == [
+        "HoldEnded"
+    ]
+    assert event["message"].endswith("; hold annotation removed from 1 node(s)")
