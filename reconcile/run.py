@@ -12,14 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from reconcile.cluster.apply import (
-    FAILURES,
-    ApplyResult,
-    NodeResult,
-    Outcome,
-    apply_plan,
-    record_events,
-)
+from reconcile.cluster.apply import ApplyResult, NodeResult, Outcome, apply_plan, record_events
 from reconcile.cluster.client import Client
 from reconcile.cluster.nodepools import PoolResult, Pools, apply_pools, read_pools
 from reconcile.cluster.pace import Backoff, Pace
@@ -125,8 +118,8 @@ def _as_landed(transitions: tuple[Transition, ...], applied: ApplyResult) -> lis
     changed. A hold ends in the run that removes the last of it: while removals are left
     (paced, or failed), an end records nothing."""
     landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
-    undone = (*FAILURES, Outcome.LEFT)
-    left = {r.patch.window for r in applied.results if r.outcome in undone and r.patch.removed}
+    over = (Outcome.PATCHED, Outcome.SETTLED, Outcome.GONE)  # the node carries no hold of ours
+    left = {r.patch.window for r in applied.results if r.patch.removed and r.outcome not in over}
     windows = {p.window for p in landed}
     added = Counter(p.window for p in landed if p.added)
     removed = Counter(p.window for p in landed if p.removed)
