@@ -19,8 +19,7 @@ from reconcile.cluster.pace import Backoff, Pace
 from reconcile.cluster.read import Listing, read_nodes
 from reconcile.rule import budget
 from reconcile.rule.decide import (
-    MAX_EVENTS,
-    NodePatch,
+    Observed,
     Plan,
     Reason,
     Transition,
@@ -80,10 +79,10 @@ def run_once(
     with _gc_paused():
         # NodePools first: each node view is built with its NodePool's own settings.
         pools = read_pools(kube, hold, run, pace)
-        hold = replace(hold, nodepools=pools.settings)
-        listing = read_nodes(kube, hold, run, pace)
-        hold = replace(hold, budgeted=budget.budgeted(pools.views, listing.nodes, hold))
-        plan = decide(listing.nodes, listing.now, hold, run.mode)
+        listing = read_nodes(kube, hold, run, pace, pools.nodepool_settings or {})
+        budgeted = budget.budgeted(pools.views, listing.nodes, hold)
+        observed = Observed(pools.nodepool_settings, budgeted)
+        plan = decide(listing.nodes, listing.now, hold, run.mode, observed)
         patches = tuple(filter(None, (budget.decide_pool(p, plan) for p in pools.views)))
         pools = replace(pools, patches=patches)
     found = {d.node for d in plan.decisions} if run.only else set()  # pin, unpin: a few nodes
@@ -94,17 +93,15 @@ def run_once(
     if fallen := frozenset(r.patch.pool.name for r in pools.fallbacks):
         # auto: a NodePool that cannot take its entry has its nodes held by annotation, now.
         with _gc_paused():
-            hold = replace(hold, budgeted=hold.budgeted - fallen)
-            plan = decide(listing.nodes, listing.now, hold, run.mode)
+            observed = replace(observed, budgeted=observed.budgeted - fallen)
+            plan = decide(listing.nodes, listing.now, hold, run.mode, observed)
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
     result = RunResult(plan, listing, run.dry_run, requests=kube.requests, missing=missing)
     if run.dry_run:
         return replace(result, pools=pools)
     applied = apply_plan(plan, kube, pace, on_result)
-    landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
     done = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]
-    on_pools = [t for t in done if t][:MAX_EVENTS]  # the run's bound, for NodePools too
-    transitions = [*on_pools, *recorded_events(_as_landed(plan.transitions, landed), landed)]
+    transitions = recorded_events([*filter(None, done), *_as_landed(plan.transitions, applied)])
     events, errors = record_events(kube, plan, transitions, run, pace, describe)
     return replace(
         result,
@@ -116,19 +113,25 @@ def run_once(
     )
 
 
-def _as_landed(
-    transitions: tuple[Transition, ...], landed: list[NodePatch]
-) -> tuple[Transition, ...]:
-    """Each node transition with the nodes whose patch landed, not those planned: a run that
-    leaves nodes to the next one says in its Event what it changed."""
+def _as_landed(transitions: tuple[Transition, ...], applied: ApplyResult) -> list[Transition]:
+    """Each node transition whose window had a patch land, with the nodes whose patch landed,
+    not those planned: a run that leaves nodes to the next one says in its Event what it
+    changed. A hold ends in the run that removes the last of it: while removals are left
+    (paced, or failed), an end records nothing."""
+    landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
+    over = (Outcome.PATCHED, Outcome.SETTLED, Outcome.GONE)  # the node carries no hold of ours
+    left = {r.patch.window for r in applied.results if r.patch.removed and r.outcome not in over}
+    windows = {p.window for p in landed}
     added = Counter(p.window for p in landed if p.added)
     removed = Counter(p.window for p in landed if p.removed)
-    return tuple(
-        replace(t, nodes=(removed if t.reason is Reason.ENDED else added)[t.window.name])
-        if t.window is not None and t.kind == "Node"
-        else t
+    ended = Reason.ENDED
+    return [
+        replace(t, nodes=(removed if t.reason is ended else added)[t.window.name])
         for t in transitions
-    )
+        if t.window is not None
+        and t.window.name in windows
+        and not (t.reason is ended and t.window.name in left)
+    ]
 
 
 @contextmanager

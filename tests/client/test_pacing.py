@@ -11,11 +11,18 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from threading import Event
 
 import pytest
 
+from reconcile.cluster.apply import Outcome, apply_plan
+from reconcile.cluster.pace import Backoff, Deadline, Pace, RateLimiter
+from reconcile.cluster.read import read_nodes
+from reconcile.rule.decide import decide
+from reconcile.rule.settings import HoldSettings, RunSettings
+from tests.client.test_retry import FakeClock, FakeStop
 from tests.clusters import CliResult, run_cli
-from tests.helpers import NODES, OURS, error_lines
+from tests.helpers import NODES, OURS, error_lines, kube_for
 from tests.kubeapi.apiserver import ApiServer, Fault
 
 #: A rate and a deadline that spread 5,000 nodes over two to four runs of 6 s each, with time
@@ -67,11 +74,11 @@ def test_5000_nodes_continue_over_runs_each_finding_what_the_last_one_left(
     assert set(Counter(r.path for r in api.writes() if r.stored).values()) == {1}
 
 
-def test_a_run_that_starts_late_plans_fewer_writes_and_sends_no_patch_it_cannot_finish(
+def test_a_run_that_starts_late_sends_fewer_writes_and_no_patch_it_cannot_finish(
     api: ApiServer, kubeconfig: Path
 ) -> None:
     """Two runs at the same rate and deadline over the same hold start; the second's node list
-    is answered 3 s late (of 6 s): it plans fewer patches, and every patch it sent was answered
+    is answered 3 s late (of 6 s): it sends fewer patches, and every patch it sent was answered
     (none cut by the deadline); it says what it left."""
     api.add_nodes(2_000, created=api.now() - timedelta(minutes=1), eks=False)
     args = ("--qps", "200", "--timeout", "6s", "--no-events", "--output", "json")
@@ -87,6 +94,39 @@ def test_a_run_that_starts_late_plans_fewer_writes_and_sends_no_patch_it_cannot_
     assert all(r.status == 200 and not r.hung_up for r in api.writes())
     left = 2_000 - sent_on_time - sent_late
     assert late.json["continues"]["nodesLeft"] == late.json["summary"]["left"] == left
+
+
+@pytest.mark.parametrize(("request_timeout", "sent"), [(20, 31), (5, 36)])
+def test_the_first_patch_that_cannot_start_before_the_margin_leaves_it_and_the_rest(
+    api: ApiServer, kubeconfig: Path, request_timeout: float, sent: int
+) -> None:
+    """A hold start on 50 nodes, one worker, 1 write a second on a fake clock that only waits
+    move, a 40.5 s deadline: the margin is a quarter of it (10.125 s; --request-timeout 20s) or
+    --request-timeout (5s), so patches start at 0, 1, ..., 30 s (or 35 s). The first that cannot
+    start before the margin is left, and so is every patch after it: the nodes left are the
+    oldest, none of them was sent, and the counts add up."""
+    now = api.now()
+    names = api.add_nodes(50, created=lambda i: now - timedelta(minutes=1, seconds=i), eks=False)
+    clock, asked = FakeClock(), []
+
+    class Counted(RateLimiter):
+        def acquire(self, deadline: Deadline, stop: Event, cost: float = 1, reserve: float = 0):
+            asked.append(clock.now)
+            super().acquire(deadline, stop, cost, reserve)
+
+    limiter = Counted(1, burst=1, clock=clock)
+    pace = Pace(1, limiter, Backoff(), Deadline(40.5, clock), FakeStop(clock), request_timeout)
+    kube, hold = kube_for(kubeconfig, request_timeout=30), HoldSettings()
+    listing = read_nodes(kube, hold, RunSettings(), pace)
+
+    applied = apply_plan(decide(listing.nodes, listing.now, hold), kube, pace)
+
+    outcomes = {r.node: r.outcome for r in applied.results}
+    assert [outcomes[n] for n in names] == [Outcome.PATCHED] * sent + [Outcome.LEFT] * (50 - sent)
+    assert [r.path.rsplit("/", 1)[1] for r in api.writes()] == names[:sent]  # youngest first
+    assert (applied.writes, applied.left, applied.failed) == (sent, 50 - sent, ())
+    assert clock.now == pytest.approx(sent - 1)  # no wait into the margin
+    assert len(asked) == sent + 1  # the patches after the one left never asked for the rate
 
 
 def test_the_text_and_the_event_say_what_was_done_and_what_continues_next_run(
@@ -164,3 +204,46 @@ def test_the_uninstall_hook_s_release_fails_when_it_leaves_nodes(
     left = 1_000 - sent - sent_by_hook
     assert f"{left} node(s) left at the run timeout and no next run follows" in line
     assert sum(1 for n in names if api.annotations(n)) == left
+
+
+@pytest.mark.parametrize("command", ["reconcile", "release"])
+def test_a_paced_end_records_hold_ended_once_in_the_run_that_removes_the_last_of_it(
+    api: ApiServer, kubeconfig: Path, command: str
+) -> None:
+    """A hold that is over (or released by hand) on 300 nodes, at a rate that removes it over
+    two runs or more: the runs before the last record no Event and list none in their JSON;
+    the last one records one HoldEnded, counting the nodes it removed."""
+    names = api.add_nodes(300, created=api.now() - timedelta(days=1), eks=False, annotations=OURS)
+    args = ("--kubeconfig", str(kubeconfig), "--qps", "100", "--timeout", "2s", "--output", "json")
+    runs: list[CliResult] = []
+    removed: list[int] = []  # nodes each run removed the hold from
+    while any(api.annotations(n) for n in names) and len(runs) < 20:
+        runs.append(run_cli(command, *args))
+        assert runs[-1].code == 0, runs[-1].stderr
+        removed.append(patches(api, sum(removed)))
+    assert len(runs) >= 2 and not any(api.annotations(n) for n in names)
+    assert [r.json["events"] for r in runs[:-1]] == [[]] * (len(runs) - 1)
+    (event,) = api.events
+    assert event["reason"] == "HoldEnded"
+    assert event["message"].endswith(f"; hold annotation removed from {removed[-1]} node(s)")
+    assert [e["reason"] for e in runs[-1].json["events"]] == ["HoldEnded"]
+
+
+def test_an_end_with_a_failed_removal_records_hold_ended_in_the_run_that_finishes_it(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """One node's removal is refused: that run fails and records no HoldEnded; the next run
+    removes the last of the hold and records it, counting that one node."""
+    names = api.add_nodes(5, created=api.now() - timedelta(days=1), eks=False, annotations=OURS)
+    api.inject(Fault(method="PATCH", path=f"{NODES}/{names[2]}$", status=400, times=None))
+    failed = run_cli("reconcile", "--kubeconfig", str(kubeconfig), "--output", "json")
+    assert failed.code == 1 and failed.json["events"] == [] and api.events == []
+    assert [n for n in names if api.annotations(n)] == [names[2]]
+    api.clear_faults()
+    ended = run_cli("reconcile", "--kubeconfig", str(kubeconfig), "--output", "json")
+    assert ended.code == 0 and not any(api.annotations(n) for n in names)
+    (event,) = api.events
+    assert event["reason"] == "HoldEnded" and [e["reason"] for e in ended.json["events"]] == [
+        "HoldEnded"
+    ]
+    assert event["message"].endswith("; hold annotation removed from 1 node(s)")
