@@ -159,10 +159,6 @@ UNSET_PATTERN = rf"^{_SPACE}$"
 BARE_MINUTES_PATTERN = rf"^{_SPACE}[+]?(?:{_NUM}|(?:{_NUM}{_UNIT})+){_SPACE}$"
 _PART_RE = re.compile(rf"({_NUM})({_UNIT})")
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
-#: Forms read before (ISO 8601 `PT20M`, weeks `1w`): refused with what to write instead.
-_OLD_FORM_RE = re.compile(
-    rf"P(?:{_NUM}W)?(?:{_NUM}D)?(?:T(?:{_NUM}[HMS])+)?|(?:{_NUM}(?:ms|[wdhms]))+", re.IGNORECASE
-)
 
 
 @dataclass(frozen=True)
@@ -178,18 +174,6 @@ TIMEOUT_RANGE = DurationRange(timedelta(seconds=1), timedelta(hours=1))
 REQUEST_TIMEOUT_RANGE = DurationRange(timedelta(milliseconds=100), timedelta(minutes=10))
 INTERVAL_RANGE = DurationRange(timedelta(seconds=10), timedelta(days=1))  # simulate --interval
 HISTORY_RANGE = DurationRange(timedelta(minutes=1), timedelta(days=400))  # simulate --last
-
-
-def _instead(raw: str) -> str | None:
-    """What to write for a form the grammar no longer reads (`PT20M`: 20m, `1w`: 7d), or None."""
-    if not _OLD_FORM_RE.fullmatch(raw):
-        return None
-    text = raw.lower()
-    if text.startswith("p"):
-        text = text[1:].replace("t", "")  # P1DT2H: 1d2h
-    units = {**_UNIT_SECONDS, "w": 7 * 86400}
-    seconds = sum(float(n) * units[unit] for n, unit in re.findall(rf"({_NUM})(ms|[wdhms])", text))
-    return format_duration(timedelta(seconds=seconds), parts=4) if seconds else None
 
 
 def parse_duration(
@@ -213,12 +197,6 @@ def parse_duration(
             raise Invalid("has no unit" if not bare_minutes else "is not a positive duration", fix)
         if raw[0] == "-" and re.fullmatch(pattern, raw[1:]):
             raise Invalid("is not a positive duration", fix)
-        if instead := _instead(raw.lstrip("+")):
-            old = "an ISO 8601 duration" if raw.lstrip("+")[0] in "pP" else "counted in weeks"
-            # The problem names it too: a node annotation's report shows the problem alone.
-            raise Invalid(
-                f"is {old} ({instead}), which node-holder no longer reads", f"write {instead}"
-            )
         raise Invalid("is not a duration", fix)
     if re.fullmatch(_NUM, raw.lstrip("+")):
         raw += "m"  # the hold duration's bare number of minutes
@@ -232,8 +210,8 @@ def parse_duration(
     return timedelta(seconds=seconds)
 
 
-def format_duration(delta: timedelta, parts: int = 2) -> str:
-    """Human duration like `1h30m`, `20m`, `45s`, `2d3h` (its `parts` largest units, to the
+def format_duration(delta: timedelta) -> str:
+    """Human duration like `1h30m`, `20m`, `45s`, `2d3h` (its two largest units, to the
     second); negative gets a `-`."""
     if 0 < abs(delta.total_seconds()) < 1:
         return f"{round(delta.total_seconds() * 1000)}ms"
@@ -245,7 +223,7 @@ def format_duration(delta: timedelta, parts: int = 2) -> str:
         amount, total = divmod(total, size)
         if amount:
             written.append(f"{amount}{unit}")
-    return sign + ("".join(written[:parts]) or "0s")
+    return sign + ("".join(written[:2]) or "0s")
 
 
 #: Our stamps' form (`node-holder.dev/hold-started`), as kube-apiserver writes its times.
