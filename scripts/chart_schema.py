@@ -141,10 +141,9 @@ def duration_pattern(setting: options.Setting) -> str:
 
 def grammar() -> dict[str, dict[str, Any]]:
     envs = by_env()
-    retired = {env: {"env": env, "retired": why} for env, why in options.RETIRED.items()}
     return {
         "values": {name: rule(envs[env]) for name, env in FLAT.items()},
-        "settings": {env: rule(envs[env]) for env in map_envs()} | retired,
+        "settings": {env: rule(envs[env]) for env in map_envs()},
     }
 
 
@@ -192,11 +191,6 @@ def setting_schema(setting: options.Setting) -> dict[str, Any]:
     return out | {"type": "string"} | pattern
 
 
-def retired_schema(env: str) -> dict[str, Any]:
-    """A setting no longer read: let it through, so that _validate.tpl names it and the fix."""
-    return {"description": f"No longer read: {options.RETIRED[env]}; remove it."}
-
-
 def _map(values: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"type": ["object", "null"], "additionalProperties": values or {"type": "string"}}
 
@@ -221,10 +215,7 @@ def kubernetes_properties() -> dict[str, Any]:
         },
         "settings": {
             "description": "The other NODE_HOLDER_* settings, by environment variable.",
-            **_object(
-                {env: setting_schema(by_env()[env]) for env in map_envs()}
-                | {env: retired_schema(env) for env in options.RETIRED}
-            ),
+            **_object({env: setting_schema(by_env()[env]) for env in map_envs()}),
         },
         "image": {
             "description": "A map; the original chart's `repo:tag` string is refused by the "

@@ -551,29 +551,18 @@ NOT_SETTINGS = ("NODE_HOLDER_REQUIRE_TOOLS", "NODE_HOLDER_E2E_KUBECONFIG")
 _SERVICE_LINK = re.compile(r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_[A-Z]+\w*)?)$")
 
 
-#: Settings earlier versions read, and what a run does instead: an old ConfigMap that still
-#: sets one gets a warning, not exit 2.
-RETIRED = {"NODE_HOLDER_CLOCK": "now is the API server's clock (its Date header), else this pod's"}
-
-
 def check_environment(environ: Mapping[str, str]) -> list[str]:
-    """Warnings for retired and unknown `HOLD_*` variables; ConfigError for an unknown
-    `NODE_HOLDER_*` one (`NODE_HOLDER_DRYRUN=true` would otherwise run for real), naming the
-    closest."""
+    """Warnings for unknown `HOLD_*` variables; ConfigError for an unknown `NODE_HOLDER_*` one
+    (`NODE_HOLDER_DRYRUN=true` would otherwise run for real), naming the closest."""
     found = [
         name
         for name in sorted(environ, key=lambda n: not n.startswith("NODE_HOLDER_"))
         if name.startswith(("NODE_HOLDER_", "HOLD_"))
         and name not in BY_ENV
         and name not in NOT_SETTINGS
-        and name not in RETIRED
         and not _SERVICE_LINK.match(name)
     ]
-    warnings = [
-        f"{name} is no longer read and is ignored ({why}); remove it"
-        for name, why in RETIRED.items()
-        if name in environ
-    ]
+    warnings = []
     for name in found:
         closest = difflib.get_close_matches(name, list(BY_ENV), n=1, cutoff=0)[0]
         if name.startswith("NODE_HOLDER_"):
