@@ -61,8 +61,16 @@ FLAT: dict[str, str] = {
     "logFormat": "NODE_HOLDER_LOG_FORMAT",
     "output": "NODE_HOLDER_OUTPUT",
 }
-#: Settings the chart does not offer: the pod always uses its in-cluster service account.
-NOT_IN_CHART = frozenset({"KUBECONFIG", "NODE_HOLDER_CONTEXT", "NODE_HOLDER_SUSPEND_CRONJOB"})
+#: Settings the chart does not offer: the pod always uses its in-cluster service account, and
+#: its settings are the ConfigMap (--settings-from is for one-off commands).
+NOT_IN_CHART = frozenset(
+    {
+        "KUBECONFIG",
+        "NODE_HOLDER_CONTEXT",
+        "NODE_HOLDER_SUSPEND_CRONJOB",
+        "NODE_HOLDER_SETTINGS_FROM",
+    }
+)
 
 
 def by_env() -> dict[str, options.Setting]:
@@ -386,6 +394,7 @@ _ACCEPTS = {
     "label": "a label key",
     "boolean": "`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`",
     "cronjob": "`NAMESPACE/NAME`; empty: none",
+    "configmap": "`NAMESPACE/NAME`; empty: none",
     "text": "text, not empty",
     "columns": "configurations in `--compare`'s syntax, read by simulate",
 }

@@ -20,6 +20,8 @@ from reconcile.rule.names import DNS_LABEL, DNS_SUBDOMAIN, qualified_name_proble
 from reconcile.rule.selectors import EVERYTHING, Selector, SelectorError, parse_selector
 
 DEFAULT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+#: The CronJob's settings as the kustomize base and the chart (release node-holder) install them.
+SETTINGS_CONFIGMAP = "node-holder/node-holder-settings"
 DEFAULT_GROUP_LABEL = "karpenter.sh/nodepool"
 DEFAULT_HOLD = timedelta(minutes=20)
 #: Our own annotation: which hold annotations on this node this tool put there.
@@ -339,8 +341,9 @@ def parse_choice(text: str, choices: tuple[str, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class CronJobRef:
-    """A CronJob by namespace and name (release --suspend-cronjob)."""
+class ObjectRef:
+    """A namespaced object by namespace and name: the CronJob of `release --suspend-cronjob`,
+    the ConfigMap of `--settings-from`."""
 
     namespace: str
     name: str
@@ -351,21 +354,32 @@ class CronJobRef:
 
 NAMESPACE_MAX = 63
 CRONJOB_NAME_MAX = 52  # the Job names the controller derives must stay within 63
+CONFIGMAP_NAME_MAX = 253
 
 
-def parse_cronjob_ref(text: str) -> CronJobRef | None:
-    """`namespace/name`; empty means "no CronJob to suspend"."""
+def _parse_ref(text: str, kind: str, name_max: int, example: str) -> ObjectRef | None:
+    """`namespace/name`; empty means none."""
     if not text.strip():
         return None
     namespace, sep, name = text.strip().partition("/")
-    fix = "use NAMESPACE/NAME of the CronJob, e.g. node-holder/node-holder"
+    fix = f"use NAMESPACE/NAME of the {kind}, e.g. {example}"
     if not sep or not namespace or not name or "/" in name:
         raise Invalid("is not NAMESPACE/NAME", fix)
     if not re.fullmatch(DNS_LABEL, namespace) or len(namespace) > NAMESPACE_MAX:
         raise Invalid(f"names {namespace!r}, which is not a namespace name", fix)
-    if not re.fullmatch(DNS_SUBDOMAIN, name) or len(name) > CRONJOB_NAME_MAX:
-        raise Invalid(f"names {name!r}, which is not a CronJob name", fix)
-    return CronJobRef(namespace, name)
+    if not re.fullmatch(DNS_SUBDOMAIN, name) or len(name) > name_max:
+        raise Invalid(f"names {name!r}, which is not a {kind} name", fix)
+    return ObjectRef(namespace, name)
+
+
+def parse_cronjob_ref(text: str) -> ObjectRef | None:
+    """The CronJob to suspend; empty: none."""
+    return _parse_ref(text, "CronJob", CRONJOB_NAME_MAX, "node-holder/node-holder")
+
+
+def parse_configmap_ref(text: str) -> ObjectRef | None:
+    """The ConfigMap of the CronJob's settings; empty: none."""
+    return _parse_ref(text, "ConfigMap", CONFIGMAP_NAME_MAX, SETTINGS_CONFIGMAP)
 
 
 NODE_NAME_MAX = 253

@@ -62,6 +62,7 @@ TEXTS: dict[str, list[str]] = {
     "events": ["true", "off", "sometimes"],
     "kubeconfig": ["/tmp/kc.yaml"],
     "suspend_cronjob": ["node-holder/node-holder", "x", "a/b/c", "UP/x", "ns/" + "n" * 53],
+    "settings_from": ["", "x", "a/b/c", "UP/x", "ns/x_y", "ns/" + "n" * 254],
     "context": ["prod"],
     "output": ["json", "TEXT", "yaml"],
     "log_format": ["json", "logfmt"],
@@ -364,6 +365,7 @@ VALID = {
     "NODE_HOLDER_QPS": "1000",
     "NODE_HOLDER_EVENTS": "true",
     "NODE_HOLDER_SUSPEND_CRONJOB": "",
+    "NODE_HOLDER_SETTINGS_FROM": "",  # empty: none
     "NODE_HOLDER_OUTPUT": "text",
     "NODE_HOLDER_LOG_FORMAT": "text",
     "NODE_HOLDER_VERBOSE": "0",
