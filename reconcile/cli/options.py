@@ -114,8 +114,9 @@ BOOLEAN = Kind("boolean", s.parse_bool)
 KEYS = Kind("keys", s.parse_annotation_keys)
 SELECTOR = Kind("selector", s.parse_selector_text)
 LABEL = Kind("label", s.parse_label_key)
-CRONJOB = Kind("cronjob", s.parse_cronjob_ref)  # `NAMESPACE/NAME`; empty: none
-CONFIGMAP = Kind("configmap", s.parse_configmap_ref)  # `NAMESPACE/NAME`; empty: none
+#: `NAMESPACE/NAME`; empty: none.
+CRONJOB = Kind("cronjob", functools.partial(s.parse_ref, kind="CronJob"))
+CONFIGMAP = Kind("configmap", functools.partial(s.parse_ref, kind="ConfigMap"))
 #: A path, a context name, a time: as given, not empty; absent: None.
 TEXT: Kind[str | None] = Kind("text", _given)
 #: simulate's --compare and --sweep: parsed by simulate, against the hold settings.

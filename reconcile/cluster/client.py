@@ -157,10 +157,9 @@ class Client(Transport):
         patch = {"spec": {"suspend": True}} if suspend else None
         return self._object("PATCH" if suspend else "GET", path, action, timeout, patch)
 
-    # --- --settings-from: the CronJob's ConfigMap, read with the caller's own credentials ---
-
     def configmap_data(self, namespace: str, name: str) -> dict[str, str]:
-        """A core/v1 ConfigMap's `data`; NotFound if there is none."""
+        """A core/v1 ConfigMap's `data` (--settings-from: with the caller's own credentials);
+        NotFound if there is none."""
         grant = f'yourself a Role with get on configmaps in namespace "{namespace}"'
         action = Action("get", f"configmap {namespace}/{name}", grant)
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{quote(name, safe='')}"

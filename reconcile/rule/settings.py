@@ -353,15 +353,20 @@ class ObjectRef:
 
 
 NAMESPACE_MAX = 63
-CRONJOB_NAME_MAX = 52  # the Job names the controller derives must stay within 63
-CONFIGMAP_NAME_MAX = 253
+NAME_MAX = 253  # a DNS subdomain: a node's name, a ConfigMap's
+#: Each kind a `NAMESPACE/NAME` option names: its longest name, and an example.
+_REF_KINDS = {
+    "CronJob": (52, "node-holder/node-holder"),  # the Jobs' derived names must fit in 63
+    "ConfigMap": (NAME_MAX, SETTINGS_CONFIGMAP),
+}
 
 
-def _parse_ref(text: str, kind: str, name_max: int, example: str) -> ObjectRef | None:
-    """`namespace/name`; empty means none."""
+def parse_ref(text: str, kind: str) -> ObjectRef | None:
+    """`namespace/name` of a `kind` object; empty means none."""
     if not text.strip():
         return None
     namespace, sep, name = text.strip().partition("/")
+    name_max, example = _REF_KINDS[kind]
     fix = f"use NAMESPACE/NAME of the {kind}, e.g. {example}"
     if not sep or not namespace or not name or "/" in name:
         raise Invalid("is not NAMESPACE/NAME", fix)
@@ -372,23 +377,10 @@ def _parse_ref(text: str, kind: str, name_max: int, example: str) -> ObjectRef |
     return ObjectRef(namespace, name)
 
 
-def parse_cronjob_ref(text: str) -> ObjectRef | None:
-    """The CronJob to suspend; empty: none."""
-    return _parse_ref(text, "CronJob", CRONJOB_NAME_MAX, "node-holder/node-holder")
-
-
-def parse_configmap_ref(text: str) -> ObjectRef | None:
-    """The ConfigMap of the CronJob's settings; empty: none."""
-    return _parse_ref(text, "ConfigMap", CONFIGMAP_NAME_MAX, SETTINGS_CONFIGMAP)
-
-
-NODE_NAME_MAX = 253
-
-
 def parse_node_name(text: str) -> str:
     """A Node's name as the API server takes it (a DNS subdomain), so that a typo is bad input
     said before any request, not a 404 or a list of every node."""
-    if not re.fullmatch(DNS_SUBDOMAIN, text) or len(text) > NODE_NAME_MAX:
+    if not re.fullmatch(DNS_SUBDOMAIN, text) or len(text) > NAME_MAX:
         raise Invalid("is not a node name", "give a name as `kubectl get nodes` prints it")
     return text
 
