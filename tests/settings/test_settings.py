@@ -10,14 +10,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconcile.cli.options import BY_NAME
+from reconcile.rule.decide import own_settings
+from reconcile.rule.nodes import NodePoolSettings, node_view, nodepool_settings
 from reconcile.rule.settings import (
+    DEFAULT_GROUP_LABEL,
     HISTORY_RANGE,
     HOLD_RANGE,
     INTERVAL_RANGE,
+    NODE_HOLD,
+    NODE_MAX_HOLD,
     REQUEST_TIMEOUT_RANGE,
     TIMEOUT_RANGE,
     ConfigError,
     DurationRange,
+    HoldSettings,
     Invalid,
     format_duration,
     format_time,
@@ -163,3 +169,35 @@ def test_milliseconds_are_not_minutes() -> None:
     assert parse_duration("1m30s") == timedelta(seconds=90)
     with pytest.raises(Invalid, match="shorter than 100ms"):
         parse_duration("99ms", REQUEST_TIMEOUT_RANGE)
+
+
+def test_a_nodepool_annotation_in_an_old_form_is_bad_input_as_any_other_text() -> None:
+    """node-holder.dev/hold-duration and max-hold take the same grammar: `PT45M` and `1w` are
+    not durations; the NodePool's nodes use the configured settings and the report says why."""
+    hold = HoldSettings(hold_duration=timedelta(minutes=20), max_hold=timedelta(hours=2))
+    created = {"name": "n", "creationTimestamp": "2026-11-22T12:00:00Z"}
+    node = created | {"labels": {DEFAULT_GROUP_LABEL: "batch"}}
+
+    def nodepool(**own: str) -> NodePoolSettings:
+        return nodepool_settings([{"metadata": {"name": "batch", "annotations": own}}])
+
+    old = nodepool(**{NODE_HOLD: "PT45M", NODE_MAX_HOLD: "1w"})
+    own = own_settings(node_view(node, frozenset(), frozenset(), old), hold)
+    assert (own.duration, own.cap, own.sources) == (
+        hold.hold_duration,
+        hold.max_hold,
+        (None, None),
+    )
+    assert own.bad == (
+        (
+            "nodepool/batch",
+            f"{NODE_HOLD}='PT45M' is not a duration",
+        ),
+        (
+            "nodepool/batch",
+            f"{NODE_MAX_HOLD}='1w' is not a duration",
+        ),
+    )
+    fixed = nodepool(**{NODE_HOLD: "45m", NODE_MAX_HOLD: "7d"})
+    own = own_settings(node_view(node, frozenset(), frozenset(), fixed), hold)
+    assert (own.duration, own.cap) == (timedelta(minutes=45), timedelta(days=7))
