@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import reduce
 from itertools import groupby
-from operator import itemgetter
+from operator import itemgetter, or_
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -40,9 +40,9 @@ from reconcile.rule.settings import (
 ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")
 TOP_KEYS = ("nodes", "start", "end", "description")
 TIME_EXAMPLE = "2024-05-14T08:30:00Z"
-#: kube-state-metrics: the node's creationTimestamp as the value; its labels, as
-#: `label_<key with . and / as _>` (with --metric-labels-allowlist=nodes=[karpenter.sh/nodepool])
-CREATED, LABELS, POOL_LABEL = "kube_node_created", "kube_node_labels", "label_karpenter_sh_nodepool"
+#: kube-state-metrics: the node's creationTimestamp as the value; its labels, as ksm_label()
+#: names them (with --metric-labels-allowlist=nodes=[karpenter.sh/nodepool,...])
+CREATED, LABELS = "kube_node_created", "kube_node_labels"
 
 Fields = dict[str, tuple[Any, str]]  # a record's raw values, each with the word its file uses
 
@@ -80,6 +80,7 @@ class Timeline:
     notes: tuple[str, ...] = ()  # what was skipped or assumed, said once at the top
     #: NodePool name -> the hold settings in its metadata.annotations (`kubectl get nodepools`)
     nodepools: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    prometheus: bool = False  # read from kube-state-metrics' series: labels by their names there
 
 
 class _Problem(Exception):
@@ -109,10 +110,17 @@ def parse_time(raw: Any) -> datetime:
 # --- reading ---------------------------------------------------------------------------
 
 
-def load_timeline(paths: Sequence[str], shortest_hold: timedelta | None = None) -> Timeline:
-    """Read and merge timeline files (`-` is standard input). Prometheus answers are read
-    together (kube_node_labels may come in a file of its own); their step must not be longer
-    than `shortest_hold`, the shortest hold duration the replay compares."""
+def load_timeline(
+    paths: Sequence[str],
+    shortest_hold: timedelta | None = None,
+    label_keys: Iterable[str] = (DEFAULT_GROUP_LABEL,),
+    fetched: tuple[str, list[Any], Grid] | None = None,
+) -> Timeline:
+    """Read and merge timeline files (`-` is standard input), or the series `simulate
+    --prometheus` fetched (its URL, its series, their span). Prometheus answers are read
+    together (kube_node_labels may come in a file of its own), with the labels `label_keys`
+    from kube_node_labels; their step must not be longer than `shortest_hold`, the shortest
+    hold duration the replay compares."""
     sources = tuple("<stdin>" if p == "-" else p for p in paths)
     documents = [
         (name, _load(_read(path), name)) for path, name in zip(paths, sources, strict=True)
@@ -120,7 +128,11 @@ def load_timeline(paths: Sequence[str], shortest_hold: timedelta | None = None) 
     answers = [(name, data) for name, data in documents if _is_answer(data)]
     parsed = [_parse(data, name) for name, data in documents if not _is_answer(data)]
     if answers:
-        parsed.append(_prometheus(answers, shortest_hold))
+        parsed.append(_prometheus(answers, shortest_hold, label_keys))
+    if fetched:
+        url, series, span = fetched
+        sources += (url,)
+        parsed.append(_prometheus([(url, series)], shortest_hold, label_keys, span))
     nodes = _merge(n for p in parsed for n in p.nodes)
     if not nodes:
         raise TimelineError(
@@ -134,6 +146,7 @@ def load_timeline(paths: Sequence[str], shortest_hold: timedelta | None = None) 
         end=max((p.end for p in parsed if p.end), default=None),
         notes=tuple(note for p in parsed for note in p.notes),
         nodepools={k: v for p in parsed for k, v in p.nodepools.items()},
+        prometheus=any(p.prometheus for p in parsed),
     )
 
 
@@ -460,9 +473,18 @@ def _matrix(data: Any) -> list[Any]:
     return body["result"]
 
 
-def _series(i: int, series: Any) -> tuple[str, str, str, list[tuple[str, float, float]]]:
-    """A series' metric, node, NodePool and runs of one value: (value, first sample, last
-    sample). A node deleted and created again under one name goes on with a new value."""
+def ksm_label(key: str) -> str:
+    """kube-state-metrics' name for a node label in kube_node_labels (its labelName)."""
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", re.sub(r"[^a-zA-Z0-9_]", "_", key))
+    return f"label_{name.lower()}"
+
+
+def _series(
+    i: int, series: Any, wanted: Mapping[str, str]
+) -> tuple[str, str, dict[str, str], list[tuple[str, float, float]]]:
+    """A series' metric, node, the labels `wanted` names (kube-state-metrics' name: the
+    label's) and runs of one value: (value, first sample, last sample). A node deleted and
+    created again under one name goes on with a new value."""
     metric = series.get("metric") if isinstance(series, dict) else None
     metric = metric if isinstance(metric, dict) else {}
     what, node = metric.get("__name__"), metric.get("node")
@@ -471,33 +493,57 @@ def _series(i: int, series: Any) -> tuple[str, str, str, list[tuple[str, float, 
         wrong = "no node label" if what in (CREATED, LABELS) else f"not {CREATED} or {LABELS}"
         raise _at(record, f"{wrong}: query kube-state-metrics' series themselves, unaggregated")
     name = _name(node, "node", record)
-    pool = metric.get(POOL_LABEL, "")
-    if problem := label_value_problem(pool):
-        raise _at(record, f"the NodePool {POOL_LABEL}={pool!r} {problem}")
+    labels = {key: metric[ksm] for ksm, key in wanted.items() if ksm in metric}
+    for ksm, key in wanted.items():
+        if clash := sorted(k for k in metric if re.fullmatch(f"{ksm}_conflict\\d+", k)):
+            raise _at(
+                record,
+                f"kube-state-metrics renamed colliding labels to {', '.join(clash)}: several "
+                f"node labels read {ksm}, so none of them is surely {key}; allowlist only {key} "
+                "in --metric-labels-allowlist",
+            )
+    for key, value in labels.items():
+        if problem := label_value_problem(value):
+            raise _at(record, f"the label {key} ({ksm_label(key)}={value!r}) {problem}")
     values = series.get("values")
     if not isinstance(values, list) or not values:
         raise _at(record, "no `values`: not a range query's series; ask /api/v1/query_range")
     try:
         runs = [list(run) for _, run in groupby(values, key=itemgetter(1))]
-        return what, name, pool, [(r[0][1], float(r[0][0]), float(r[-1][0])) for r in runs]
+        return what, name, labels, [(r[0][1], float(r[0][0]), float(r[-1][0])) for r in runs]
     except (TypeError, IndexError, KeyError, ValueError):
         raise _at(
             record, 'each sample must be [time, "value"]; save the answer unchanged'
         ) from None
 
 
-def _prometheus(answers: list[tuple[str, Any]], shortest_hold: timedelta | None) -> Timeline:
+class Grid(NamedTuple):
+    """The range and step a history was asked for (`simulate --prometheus`)."""
+
+    start: datetime
+    end: datetime
+    step: timedelta
+
+
+def _prometheus(
+    answers: list[tuple[str, Any]],
+    shortest_hold: timedelta | None,
+    label_keys: Iterable[str],
+    grid: Grid | None = None,
+) -> Timeline:
     """Each node's life from kube_node_created: created is the value, deleted the last sample
-    plus the step, unless the series is still there at the last sample of the range."""
+    plus the step (or the next life of its name, if sooner), unless the series is still there
+    at the last sample of the range. Its labels: those of kube_node_labels at the time."""
+    wanted = {ksm_label(key): key for key in label_keys}
     lives: dict[tuple[str, float], tuple[float, float]] = {}  # (node, created): samples' span
-    pools: dict[str, list[tuple[float, float, str]]] = defaultdict(list)  # node: span, NodePool
+    tags: dict[str, list[tuple[float, float, dict]]] = defaultdict(list)  # node: span, labels
     stamps: set[int] = set()  # milliseconds: the step is their differences' greatest divisor
     for source, data in answers:
         try:
             for i, series in enumerate(_matrix(data)):
-                what, name, pool, runs = _series(i, series)
+                what, name, labels, runs = _series(i, series, wanted)
                 if what == LABELS:
-                    pools[name] += [(first, last, pool) for _, first, last in runs]
+                    tags[name] += [(first, last, labels) for _, first, last in runs]
                     continue
                 stamps.update(round(float(v[0]) * 1000) for v in series["values"][:2])
                 for value, first, last in runs:
@@ -513,6 +559,24 @@ def _prometheus(answers: list[tuple[str, Any]], shortest_hold: timedelta | None)
             f"{names}: no {CREATED} series; query "
             f'{{__name__=~"{CREATED}|{LABELS}"}} (docs/simulate.md, "From Prometheus")'
         )
+    start, end, step = grid or _grid(stamps, names)
+    _check_step(step, shortest_hold, names)
+    nodes, later = [], {}  # the next life's creation, by name
+    for (name, created), (first, last) in sorted(lives.items(), reverse=True):
+        born, seen = (datetime.fromtimestamp(t, UTC) for t in (created, last))
+        gone = None if seen >= end else min(seen + step, later.get(name, seen + step))
+        later[name] = born
+        labels = [tag for f, l_, tag in tags[name] if f <= last and first <= l_]
+        nodes.append(TimelineNode(name, born, gone and max(born, gone), reduce(or_, labels, {})))
+    note = (
+        f"read from Prometheus: a removal is the node's last sample plus the step "
+        f"({format_duration(step)}), so it is known to within {format_duration(step)}"
+    )
+    return Timeline(nodes, (), start, end, notes=(note,), prometheus=True)
+
+
+def _grid(stamps: set[int], names: str) -> Grid:
+    """A saved answer's range and step: its first and last sample, their greatest divisor."""
     start, end = min(stamps), max(stamps)
     step = timedelta(milliseconds=reduce(math.gcd, (t - start for t in stamps)))
     if not step:
@@ -520,6 +584,10 @@ def _prometheus(answers: list[tuple[str, Any]], shortest_hold: timedelta | None)
             f"{names}: every sample is at one instant, so the step is unknown; query a range "
             "of several steps"
         )
+    return Grid(*(datetime.fromtimestamp(t / 1000, UTC) for t in (start, end)), step)
+
+
+def _check_step(step: timedelta, shortest_hold: timedelta | None, names: str) -> None:
     if shortest_hold is not None and step > shortest_hold:
         raise TimelineError(
             f"{names}: the step is {format_duration(step)}, longer than the shortest hold "
@@ -527,19 +595,6 @@ def _prometheus(answers: list[tuple[str, Any]], shortest_hold: timedelta | None)
             f"within more than a hold; query again with a step of at most "
             f"{format_duration(shortest_hold)}"
         )
-    nodes = []
-    for (name, created), (first, last) in lives.items():
-        born = datetime.fromtimestamp(created, UTC)
-        seen = datetime.fromtimestamp(last, UTC)
-        gone = None if round(last * 1000) == end else max(born, seen + step)  # never before born
-        pool = next((p for f, l_, p in pools[name] if f <= last and first <= l_), "")
-        nodes.append(TimelineNode(name, born, gone, {DEFAULT_GROUP_LABEL: pool} if pool else {}))
-    note = (
-        f"read from Prometheus: a removal is the node's last sample plus the step "
-        f"({format_duration(step)}), so it is known to within {format_duration(step)}"
-    )
-    edges = (datetime.fromtimestamp(t / 1000, UTC) for t in (start, end))
-    return Timeline(nodes, (), *edges, notes=(note,))
 
 
 def _epoch(value: Any, record: str) -> float:

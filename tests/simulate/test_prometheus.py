@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import random
 import shutil
@@ -220,7 +221,7 @@ def test_a_timeline_and_an_answer_merge_by_node(tmp_path: Path) -> None:
         ),
         (
             answer(series(LABELS, "a", [(T, "1")], label_karpenter_sh_nodepool="a b")),
-            "the NodePool label_karpenter_sh_nodepool='a b' ",
+            "the label karpenter.sh/nodepool (label_karpenter_sh_nodepool='a b') ",
         ),
         (
             answer(series(CREATED, "a", [(T, "1")]), series(CREATED, "b", [(T, "2")])),
@@ -319,16 +320,17 @@ def openmetrics(nodes: list[Life]) -> str:
     return "\n".join([*lines, "# EOF", ""])
 
 
-def rounded_yaml(nodes: list[Life]) -> str:
-    """The same days as a YAML timeline, each removal at the step after the node's last
-    sample (still there at the range's end: none); nodes no sample saw are left out."""
+def rounded_yaml(nodes: list[Life], step: timedelta = STEP) -> str:
+    """The same days as a YAML timeline, each removal a step after the step that holds the
+    node's last sample (still there at the range's end: none); nodes no sample saw are left
+    out."""
     entries = []
     for node in nodes:
         seen = samples(node)
         if not seen:
             continue
-        last = seen[-1] + STEP / 2  # the query step that holds the last sample
-        deleted = None if last == END else last + STEP
+        last = START + math.ceil((seen[-1] - START) / step) * step
+        deleted = None if last == END else last + step
         entry = {"name": node.name, "created": node.created.isoformat().replace("+00:00", "Z")}
         entry["deleted"] = deleted and deleted.isoformat().replace("+00:00", "Z")
         entry["labels"] = {POOL: node.pool} if node.pool else {}
@@ -478,3 +480,21 @@ def test_the_documented_promtool_recipe_gives_the_same_week(
         files.append(work / f"{metric}.json")
         files[-1].write_text(proc.stdout)
     assert figures(*map(str, files)) == from_yaml
+
+
+@pytest.fixture(scope="module")
+def from_yaml_by_minute(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The week from YAML, removals rounded to --interval's 1m, as --prometheus reads them."""
+    path = tmp_path_factory.mktemp("yaml") / "days.yaml"
+    path.write_text(rounded_yaml(history(), timedelta(minutes=1)))
+    return figures(str(path))
+
+
+def test_simulate_asks_prometheus_itself_and_replays_the_same_week(
+    prometheus: tuple[str, Path], from_yaml_by_minute: dict[str, Any]
+) -> None:
+    url, _ = prometheus
+    span = ("--start", START.isoformat(), "--end", END.isoformat())
+    assert figures("--prometheus", url, *span) == from_yaml_by_minute
+    last = figures("--prometheus", url, "--end", END.isoformat(), "--last", f"{DAYS}d")
+    assert last == from_yaml_by_minute
