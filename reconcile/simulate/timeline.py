@@ -130,9 +130,13 @@ def load_timeline(
     if answers:
         parsed.append(_prometheus(answers, shortest_hold, label_keys))
     if fetched:
-        url, series, span = fetched
-        sources += (url,)
-        parsed.append(_prometheus([(url, series)], shortest_hold, label_keys, span))
+        sources += fetched[:1]
+        parsed.append(_prometheus([fetched[:2]], shortest_hold, label_keys, fetched[2]))
+    return _combine(parsed, sources)
+
+
+def _combine(parsed: Sequence[Timeline], sources: tuple[str, ...]) -> Timeline:
+    """One timeline of several read, the same node (by name and time) once."""
     nodes = _merge(n for p in parsed for n in p.nodes)
     if not nodes:
         raise TimelineError(
@@ -201,10 +205,20 @@ def _load(text: str, name: str) -> Any:
     """JSON by the extension `.json` or a first `{` or `[`; else YAML. A syntax error names
     the line the parser stopped at."""
     suffix = Path(name).suffix.lower()
+    if not text.strip():
+        raise TimelineError(
+            f"{name}: empty, most likely a failed download (`curl -f` leaves an empty file on "
+            "an HTTP error); fetch it again and check that command's exit status"
+        )
     if suffix == ".json" or (suffix not in (".yaml", ".yml") and text.lstrip()[:1] in "{["):
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
+            if exc.pos >= len(text.rstrip()):
+                raise TimelineError(
+                    f"{name}: the JSON stops before its end (line {exc.lineno}), most likely a "
+                    "cut download; fetch it again"
+                ) from None
             raise TimelineError(
                 f"{name}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno}); "
                 "fix the JSON there"
@@ -380,6 +394,11 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
         nodes += [_node(record, fields)] if fields else []
         claims += fields is None
     notes = [f"{claims} NodeClaim(s) without status.nodeName left out (no node)"] if claims else []
+    if nodes:
+        notes.append(
+            "a live list has no deleted nodes, so launches avoided is a lower bound; replay the "
+            "history with --prometheus URL (docs/simulate.md)"
+        )
     return Timeline(nodes, notes=tuple(notes), nodepools=pools)
 
 
@@ -493,6 +512,22 @@ def _series(
         wrong = "no node label" if what in (CREATED, LABELS) else f"not {CREATED} or {LABELS}"
         raise _at(record, f"{wrong}: query kube-state-metrics' series themselves, unaggregated")
     name = _name(node, "node", record)
+    labels = _labels(metric, wanted, record)
+    values = series.get("values")
+    if not isinstance(values, list) or not values:
+        raise _at(record, "no `values`: not a range query's series; ask /api/v1/query_range")
+    try:
+        runs = [list(run) for _, run in groupby(values, key=itemgetter(1))]
+        return what, name, labels, [(r[0][1], float(r[0][0]), float(r[-1][0])) for r in runs]
+    except (TypeError, IndexError, KeyError, ValueError):
+        raise _at(
+            record, 'each sample must be [time, "value"]; save the answer unchanged'
+        ) from None
+
+
+def _labels(metric: Mapping[str, str], wanted: Mapping[str, str], record: str) -> dict[str, str]:
+    """The labels `wanted` names, read under their kube-state-metrics names; none of several
+    labels that kube-state-metrics could not tell apart."""
     labels = {key: metric[ksm] for ksm, key in wanted.items() if ksm in metric}
     for ksm, key in wanted.items():
         if clash := sorted(k for k in metric if re.fullmatch(f"{ksm}_conflict\\d+", k)):
@@ -505,16 +540,7 @@ def _series(
     for key, value in labels.items():
         if problem := label_value_problem(value):
             raise _at(record, f"the label {key} ({ksm_label(key)}={value!r}) {problem}")
-    values = series.get("values")
-    if not isinstance(values, list) or not values:
-        raise _at(record, "no `values`: not a range query's series; ask /api/v1/query_range")
-    try:
-        runs = [list(run) for _, run in groupby(values, key=itemgetter(1))]
-        return what, name, labels, [(r[0][1], float(r[0][0]), float(r[-1][0])) for r in runs]
-    except (TypeError, IndexError, KeyError, ValueError):
-        raise _at(
-            record, 'each sample must be [time, "value"]; save the answer unchanged'
-        ) from None
+    return labels
 
 
 class Grid(NamedTuple):
