@@ -214,7 +214,7 @@ def _load(text: str, name: str) -> Any:
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            if exc.pos >= len(text.rstrip()):
+            if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
                 raise TimelineError(
                     f"{name}: the JSON stops before its end (line {exc.lineno}), most likely a "
                     "cut download; fetch it again"

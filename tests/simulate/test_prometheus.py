@@ -498,3 +498,189 @@ def test_simulate_asks_prometheus_itself_and_replays_the_same_week(
     assert figures("--prometheus", url, *span) == from_yaml_by_minute
     last = figures("--prometheus", url, "--end", END.isoformat(), "--last", f"{DAYS}d")
     assert last == from_yaml_by_minute
+
+
+# --- labels by kube-state-metrics' names, and names that come back ---------------------------
+
+
+def minute_answer(lives: list[tuple[str, int, int | None, dict[str, str]]], end: int) -> dict:
+    """A range query's answer at 1m from T to T + `end` minutes: each life (name, created and
+    deleted in minutes from T, labels as kube-state-metrics names them) sampled each minute."""
+    result = []
+    for name, born, gone, labels in lives:
+        stop = end if gone is None else gone - 1
+        steps = minutes(*range(max(born, 0), stop + 1), value=str(T + 60 * born))
+        result.append(series(CREATED, name, steps))
+        result.append(series(LABELS, name, [(t, "1") for t, _ in steps], **labels))
+    return answer(*result)
+
+
+def minute_yaml(lives: list[tuple[str, int, int | None, dict[str, str]]], end: int) -> str:
+    entries = [
+        {
+            "name": name,
+            "created": (T0 + timedelta(minutes=born)).isoformat(),
+            "deleted": None if gone is None else (T0 + timedelta(minutes=gone)).isoformat(),
+            "labels": labels,
+        }
+        for name, born, gone, labels in lives
+    ]
+    span = {"start": T0.isoformat(), "end": (T0 + timedelta(minutes=end)).isoformat()}
+    return yaml.safe_dump({**span, "nodes": entries})
+
+
+def replayed(path: Path, *args: str) -> dict[str, Any]:
+    result = run_cli("simulate", str(path), *args, "--output", "json")
+    assert result.code == 0, result.stderr
+    data = json.loads(result.stdout)
+    data.pop("elapsedSeconds")
+    data.pop("timeline")
+    for column in data["configurations"]:
+        column.pop("replaySeconds")
+    return data
+
+
+NODEGROUP = "eks.amazonaws.com/nodegroup"
+#: The README's cluster-autoscaler row: group label and trigger eks.amazonaws.com/nodegroup.
+AUTOSCALER = (
+    "--annotation",
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+    "--hold-scope",
+    "group",
+    "--group-label",
+    NODEGROUP,
+    "--trigger-selector",
+    NODEGROUP,
+    "--compare",
+    "40m,10m/cluster",
+)
+
+
+def test_the_cluster_autoscaler_setup_replays_from_prometheus_as_from_yaml(
+    tmp_path: Path,
+) -> None:
+    """Every label the settings use is read from kube_node_labels under kube-state-metrics'
+    name for it: the group label and the trigger selector's, not only the NodePool's."""
+    groups = ["ng-a", "ng-b", "ng-a", "ng-b", "ng-a", None, "ng-a", "ng-b"]
+    lives = [
+        (f"n{i}", 30 * i, 30 * i + 50, {NODEGROUP: group} if group else {})
+        for i, group in enumerate(groups)
+    ] + [("base", -60, None, {NODEGROUP: "system"})]
+    (tmp_path / "day.yaml").write_text(minute_yaml(lives, 300))
+    ksm = [
+        (n, b, g, {"label_eks_amazonaws_com_nodegroup": v for v in l.values()})
+        for n, b, g, l in lives
+    ]
+    (tmp_path / "day.json").write_text(json.dumps(minute_answer(ksm, 300)))
+    from_yaml = replayed(tmp_path / "day.yaml", "--hold-duration", "20m", *AUTOSCALER)
+    assert from_yaml["configurations"][0]["holdsStarted"] >= 4
+    assert replayed(tmp_path / "day.json", "--hold-duration", "20m", *AUTOSCALER) == from_yaml
+
+
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [
+        (NODEGROUP, "label_eks_amazonaws_com_nodegroup"),
+        ("topology.kubernetes.io/zoneName", "label_topology_kubernetes_io_zone_name"),
+        ("team", "label_team"),
+        ("a-b/HTTPServer", "label_a_b_httpserver"),
+    ],
+)
+def test_kube_state_metrics_label_names(key: str, name: str) -> None:
+    from reconcile.simulate.timeline import ksm_label
+
+    assert ksm_label(key) == name
+
+
+def test_labels_kube_state_metrics_renamed_for_a_collision_are_named_not_picked(
+    tmp_path: Path,
+) -> None:
+    labels = {"label_team_conflict1": "a", "label_team_conflict2": "b"}
+    document = answer(
+        series(CREATED, "a", minutes(0, 1, value=str(T))),
+        series(LABELS, "a", minutes(0, 1, value="1"), **labels),
+    )
+    (tmp_path / "a.json").write_text(json.dumps(document))
+    result = run_cli("simulate", str(tmp_path / "a.json"), "--trigger-selector", "team=a")
+    assert result.code == 2
+    assert "kube-state-metrics renamed colliding labels to label_team_conflict1, " in result.stderr
+    assert "label_team_conflict2: several node labels read label_team, so none of them" in (
+        result.stderr
+    )
+    assert "allowlist only team" in result.stderr
+
+
+def test_a_name_created_again_within_one_step_is_two_nodes(tmp_path: Path) -> None:
+    """b is deleted at 01:00:20 and created again at 01:00:40: between two samples its created
+    value changes, so they are two nodes, as in the YAML, and two holds."""
+    b1, b2 = T + 1800, T + 3640
+    document = answer(
+        series(CREATED, "a", [(T + 60 * m, str(T - 7200)) for m in range(0, 121)]),
+        series(
+            CREATED,
+            "b",
+            [(T + 60 * m, str(b1)) for m in range(30, 61)]
+            + [(T + 60 * m, str(b2)) for m in range(61, 121)],
+        ),
+    )
+    (tmp_path / "b.json").write_text(json.dumps(document))
+    at = lambda s: datetime.fromtimestamp(s, UTC).isoformat()  # noqa: E731
+    nodes = [
+        {"name": "a", "created": at(T - 7200)},
+        {"name": "b", "created": at(b1), "deleted": at(T + 3620)},
+        {"name": "b", "created": at(b2)},
+    ]
+    (tmp_path / "b.yaml").write_text(
+        yaml.safe_dump({"start": at(T), "end": at(T + 7200), "nodes": nodes})
+    )
+    from_yaml = replayed(tmp_path / "b.yaml")
+    assert from_yaml["configurations"][0]["holdsStarted"] == 2
+    timeline = load_timeline([str(tmp_path / "b.json")])
+    assert [(n.name, n.created) for n in timeline.nodes][1:] == [
+        ("b", datetime.fromtimestamp(b1, UTC)),
+        ("b", datetime.fromtimestamp(b2, UTC)),
+    ]
+    assert replayed(tmp_path / "b.json") == from_yaml
+
+
+# --- what a failed download and a live list say -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "empty, most likely a failed download (`curl -f` leaves an empty file"),
+        ("  \n", "empty, most likely a failed download"),
+        (
+            json.dumps(answer(*SMALL))[:300],
+            "the JSON stops before its end (line 1), most likely a cut download",
+        ),
+    ],
+)
+def test_an_empty_or_cut_file_or_standard_input_is_exit_2_naming_a_failed_download(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, words: str
+) -> None:
+    (tmp_path / "history.json").write_text(text)
+    result = run_cli("simulate", str(tmp_path / "history.json"))
+    assert (result.code, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"node-holder: error: {tmp_path / 'history.json'}: {words}")
+    assert result.stderr.count("\n") == 1
+    assert "not valid JSON" not in result.stderr
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    result = run_cli("simulate", "-")
+    assert result.code == 2
+    assert f"<stdin>: {words}" in result.stderr
+
+
+def test_a_live_node_list_says_deleted_nodes_are_missing(tmp_path: Path) -> None:
+    meta = {"name": "a", "creationTimestamp": "2024-05-13T23:00:00Z"}
+    (tmp_path / "nodes.json").write_text(
+        json.dumps({"kind": "NodeList", "items": [{"kind": "Node", "metadata": meta}]})
+    )
+    result = run_cli("simulate", str(tmp_path / "nodes.json"))
+    assert result.code == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if "--prometheus" in line]
+    assert lines == [
+        "  note: a live list has no deleted nodes, so launches avoided is a lower bound; replay "
+        "the history with --prometheus URL (docs/simulate.md)"
+    ]
