@@ -224,9 +224,12 @@ def _history(where: PrometheusAccess, step: timedelta) -> Fetch:
 
     server = prometheus.connect(where)
 
+    def say(line: str) -> None:
+        click.echo(f"simulate: {line}", err=True)
+
     def fetch(start: datetime, end: datetime) -> tuple[str, list[Any], Grid]:
         try:
-            got = prometheus.read_history(server, where, start, end, step, log.warning)
+            got = prometheus.read_history(server, where, start, end, step, say)
         except prometheus.PrometheusFailed as exc:
             raise RuntimeFailure(f"simulate: {exc}") from None
         shown = prometheus.plain(where.url)

@@ -10,6 +10,7 @@ them they skip, unless NODE_HOLDER_REQUIRE_TOOLS=1 (what `make test` sets), wher
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import math
@@ -18,19 +19,22 @@ import random
 import shutil
 import socket
 import subprocess
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from reconcile.simulate.timeline import Timeline, TimelineError, load_timeline
+from reconcile.simulate.timeline import Timeline, TimelineError, ksm_label, load_timeline
 from tests.clusters import run_cli
 from tests.helpers import wait_until
 
@@ -305,14 +309,18 @@ def samples(node: Life) -> list[datetime]:
     return [t for t in moments if node.created <= t and (node.deleted is None or t < node.deleted)]
 
 
-def openmetrics(nodes: list[Life]) -> str:
-    """kube-state-metrics' two node series, as `promtool tsdb create-blocks-from` reads them."""
+def openmetrics(nodes: list[Life], **fleet: list[Life]) -> str:
+    """kube-state-metrics' two node series, as `promtool tsdb create-blocks-from` reads them;
+    `fleet`: more clusters' nodes, by the `cluster` label (`nodes`: the label unset)."""
     created, labels = [], []
-    for node in nodes:
-        pool = f',label_karpenter_sh_nodepool="{node.pool}"' if node.pool else ""
-        for t in samples(node):
-            created.append((t, f'{CREATED}{{node="{node.name}"}} {node.created.timestamp():.0f}'))
-            labels.append((t, f'{LABELS}{{node="{node.name}"{pool}}} 1'))
+    for cluster, lives in [("", nodes), *fleet.items()]:
+        where = f',cluster="{cluster}"' if cluster else ""
+        for node in lives:
+            pool = f',label_karpenter_sh_nodepool="{node.pool}"' if node.pool else ""
+            for t in samples(node):
+                value = f"{node.created.timestamp():.0f}"
+                created.append((t, f'{CREATED}{{node="{node.name}"{where}}} {value}'))
+                labels.append((t, f'{LABELS}{{node="{node.name}"{where}{pool}}} 1'))
     lines = [f"# TYPE {CREATED} gauge"]
     lines += [f"{line} {t.timestamp():.0f}" for t, line in sorted(created, key=lambda c: c[0])]
     lines += [f"# TYPE {LABELS} gauge"]
@@ -362,12 +370,11 @@ def ready(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A real Prometheus on loopback serving the backfilled days: (its URL, a work folder)."""
+@contextmanager
+def served(work: Path, metrics: str, *flags: str) -> Iterator[str]:
+    """A real Prometheus on loopback serving `metrics` backfilled: its URL."""
     server, promtool = tool("prometheus"), tool("promtool")
-    work = tmp_path_factory.mktemp("prometheus")
-    (work / "days.om").write_text(openmetrics(history()))
+    (work / "days.om").write_text(metrics)
     subprocess.run(
         [promtool, "tsdb", "create-blocks-from", "openmetrics", "days.om", "data"],
         cwd=work,
@@ -386,6 +393,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
             # the backfill has no staleness markers: a sample counts for one step only
             f"--query.lookback-delta={int(STEP.total_seconds())}s",
             f"--config.file={work / 'prometheus.yml'}",
+            *flags,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -393,7 +401,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     try:
         wait_until(lambda: proc.poll() is not None or ready(url), timeout=120)
         assert proc.poll() is None and ready(url), (work / "prometheus.log").read_text()
-        yield url, work
+        yield url
     finally:
         proc.terminate()
         try:
@@ -402,6 +410,14 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A real Prometheus on loopback serving the backfilled days: (its URL, a work folder)."""
+    work = tmp_path_factory.mktemp("prometheus")
+    with served(work, openmetrics(history())) as url:
+        yield url, work
 
 
 def query_range(url: str, query: str) -> dict:
@@ -568,8 +584,13 @@ def test_the_cluster_autoscaler_setup_replays_from_prometheus_as_from_yaml(
     ] + [("base", -60, None, {NODEGROUP: "system"})]
     (tmp_path / "day.yaml").write_text(minute_yaml(lives, 300))
     ksm = [
-        (n, b, g, {"label_eks_amazonaws_com_nodegroup": v for v in l.values()})
-        for n, b, g, l in lives
+        (
+            name,
+            born,
+            gone,
+            {"label_eks_amazonaws_com_nodegroup": labels[NODEGROUP]} if labels else {},
+        )
+        for name, born, gone, labels in lives
     ]
     (tmp_path / "day.json").write_text(json.dumps(minute_answer(ksm, 300)))
     from_yaml = replayed(tmp_path / "day.yaml", "--hold-duration", "20m", *AUTOSCALER)
@@ -587,8 +608,6 @@ def test_the_cluster_autoscaler_setup_replays_from_prometheus_as_from_yaml(
     ],
 )
 def test_kube_state_metrics_label_names(key: str, name: str) -> None:
-    from reconcile.simulate.timeline import ksm_label
-
     assert ksm_label(key) == name
 
 
@@ -684,3 +703,205 @@ def test_a_live_node_list_says_deleted_nodes_are_missing(tmp_path: Path) -> None
         "  note: a live list has no deleted nodes, so launches avoided is a lower bound; replay "
         "the history with --prometheus URL (docs/simulate.md)"
     ]
+
+
+# --- a fleet in one server, and limits ----------------------------------------------------
+
+#: Low enough that a 6-hour chunk of one cluster is refused, high enough for a shorter one.
+MAX_SAMPLES = 2000
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Two clusters' weeks in one server, told apart by `cluster`, with --query.max-samples
+    lowered so that simulate must ask for shorter chunks."""
+    work = tmp_path_factory.mktemp("fleet")
+    metrics = openmetrics([], **{"prod-1": history(), "prod-2": history(seed=7)})
+    with served(work, metrics, f"--query.max-samples={MAX_SAMPLES}") as url:
+        yield url
+
+
+def test_one_cluster_of_a_fleet_in_chunks_the_server_accepts(
+    fleet: str, from_yaml_by_minute: dict[str, Any]
+) -> None:
+    span = ("--start", START.isoformat(), "--end", END.isoformat())
+    result = run_cli(
+        "simulate",
+        "--prometheus",
+        fleet,
+        "--prometheus-match",
+        '{cluster="prod-1"}',
+        *span,
+        *HOLDS,
+        "--output",
+        "json",
+    )
+    assert result.code == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if "for its size" in line]
+    assert said == [
+        "simulate: Prometheus refused a query for its size (query processing "
+        "would load too many samples into memory in query execution); asking for less time"
+    ]
+    data = json.loads(result.stdout)
+    data.pop("elapsedSeconds"), data.pop("timeline")
+    for column in data["configurations"]:
+        column.pop("replaySeconds")
+    assert data == from_yaml_by_minute
+    both = figures("--prometheus", fleet, *span)  # both clusters: more nodes, other figures
+    assert both["configurations"] != from_yaml_by_minute["configurations"]
+
+
+# --- talking to fronts, and failures --------------------------------------------------------
+
+
+@dataclass
+class Stub:
+    """A stand-in for a Prometheus front on loopback: every query gets `status` and `body`
+    (no answer at all when status is 0); it keeps each request's headers."""
+
+    status: int = 422
+    body: bytes = b'{"status":"error","errorType":"execution","error":"boom"}'
+    seen: list[dict[str, str]] = field(default_factory=list)
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, Stub]]:
+    state = Stub()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.seen.append({k.lower(): v for k, v in self.headers.items()})
+            if not state.status:
+                self.close_connection = True
+                return
+            self.send_response(state.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Retry-After", "0")  # a 5xx is retried: at once
+            self.send_header("Content-Length", str(len(state.body)))
+            self.end_headers()
+            self.wfile.write(state.body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+LAST_DAY = ("--end", END.isoformat(), "--last", "1d")
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "words"),
+    [
+        (
+            422,
+            b'{"status":"error","errorType":"execution","error":"query timed out in expression'
+            b' evaluation"}',
+            "422 execution while trying to query {url}/api/v1/query: query timed out in "
+            "expression evaluation",
+        ),
+        (
+            500,
+            b'{"status":"error","errorType":"internal","error":"tsdb unavailable"}',
+            "500 internal while trying to query {url}/api/v1/query: tsdb unavailable",
+        ),
+        (503, b"upstream connect error", "503 ServiceUnavailable while trying to query {url}"),
+        (0, b"", "cannot query {url}: connection to {url} dropped"),
+    ],
+)
+def test_a_failed_query_is_one_line_and_exit_1(
+    stub: tuple[str, Stub], status: int, body: bytes, words: str
+) -> None:
+    url, state = stub
+    state.status, state.body = status, body
+    secret = url.replace("http://", "http://ops:hunter2@")
+    result = run_cli("simulate", "--prometheus", secret, *LAST_DAY)
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr.startswith(f"node-holder: error: simulate: {words.format(url=url)}")
+    assert result.stderr.count("\n") == 1
+    assert "hunter2" not in result.stderr
+    assert len(state.seen) == (6 if status >= 500 or not status else 1)  # 5xx: retried
+
+
+def test_bearer_token_basic_auth_headers_and_credentials_in_the_url(
+    stub: tuple[str, Stub], tmp_path: Path
+) -> None:
+    url, state = stub
+    (tmp_path / "token").write_text("t0ken\n")
+    (tmp_path / "password").write_text("s3cret\n")
+    header = ("--prometheus-header", "X-Scope-OrgID: tenant-1", "--prometheus-header", "X-A: b")
+    run_cli(
+        "simulate",
+        "--prometheus",
+        url,
+        "--prometheus-bearer-token-file",
+        tmp_path / "token",
+        *header,
+        *LAST_DAY,
+    )
+    basic = ("--prometheus-username", "ops", "--prometheus-password-file", tmp_path / "password")
+    run_cli("simulate", "--prometheus", url, *basic, *LAST_DAY)
+    result = run_cli("simulate", "--prometheus", url.replace("//", "//ops:hunter2@"), *LAST_DAY)
+    assert "hunter2" not in result.stderr + result.stdout
+    sent = [(h.get("authorization"), h.get("x-scope-orgid"), h.get("x-a")) for h in state.seen]
+    assert sent == [
+        ("Bearer t0ken", "tenant-1", "b"),
+        ("Basic " + base64.b64encode(b"ops:s3cret").decode(), None, None),
+        ("Basic " + base64.b64encode(b"ops:hunter2").decode(), None, None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            ("--prometheus", "prometheus:9090"),
+            "--prometheus: 'prometheus:9090' is not an http(s) URL",
+        ),
+        (
+            ("--prometheus-match", 'cluster="a"'),
+            "--prometheus-match: 'cluster=\"a\"' is not a matcher",
+        ),
+        (
+            ("--prometheus-header", "X-Scope-OrgID"),
+            "--prometheus-header: 'X-Scope-OrgID' is not `Name: value`",
+        ),
+        (
+            ("--prometheus-bearer-token-file", "/nonexistent"),
+            "--prometheus-bearer-token-file: cannot read /nonexistent",
+        ),
+        (("--last", "1d"), "give a TIMELINE file (`-`: standard input) or --prometheus URL"),
+    ],
+)
+def test_bad_prometheus_options_are_exit_2_before_any_query(
+    stub: tuple[str, Stub], args: tuple[str, ...], words: str
+) -> None:
+    url, state = stub
+    given = ("--prometheus", url, *args) if args[0] not in ("--prometheus", "--last") else args
+    result = run_cli("simulate", *given, *LAST_DAY[:2], "--last", "1d")
+    assert result.code == 2
+    assert words in result.stderr
+    assert state.seen == []
+
+
+def test_no_node_series_in_the_range_is_exit_1_naming_what_to_check(
+    prometheus: tuple[str, Path],
+) -> None:
+    url, _ = prometheus
+    result = run_cli(
+        "simulate", "--prometheus", url, "--end", "2020-01-02T00:00:00Z", "--last", "1d"
+    )
+    assert result.code == 1
+    assert result.stderr == (
+        f"node-holder: error: simulate: {url}: no kube_node_created series from "
+        "2020-01-01T00:00:00Z to 2020-01-02T00:00:00Z; check that kube-state-metrics' "
+        "--resources includes nodes, that no --metric-denylist drops kube_node_created, and "
+        "that Prometheus scrapes it\n"
+    )
