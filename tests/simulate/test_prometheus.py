@@ -18,6 +18,7 @@ import os
 import random
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import urllib.error
@@ -764,8 +765,8 @@ class Stub:
     seen: list[dict[str, str]] = field(default_factory=list)
 
 
-@pytest.fixture
-def stub() -> Iterator[tuple[str, Stub]]:
+@contextmanager
+def stubbed(tls: ssl.SSLContext | None = None) -> Iterator[tuple[str, Stub]]:
     state = Stub()
 
     class Handler(BaseHTTPRequestHandler):
@@ -785,13 +786,21 @@ def stub() -> Iterator[tuple[str, Stub]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", state
+        yield f"http{'s' if tls else ''}://127.0.0.1:{server.server_address[1]}", state
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, Stub]]:
+    with stubbed() as found:
+        yield found
 
 
 LAST_DAY = ("--end", END.isoformat(), "--last", "1d")
@@ -905,3 +914,25 @@ def test_no_node_series_in_the_range_is_exit_1_naming_what_to_check(
         "--resources includes nodes, that no --metric-denylist drops kube_node_created, and "
         "that Prometheus scrapes it\n"
     )
+
+
+def test_a_ca_file_or_insecure_skip_tls_verify_reaches_a_self_signed_front(tmp_path: Path) -> None:
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    request = ("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=a")
+    names = ("-addext", "subjectAltName=IP:127.0.0.1")
+    subprocess.run(
+        ["openssl", *request, *names, "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    with stubbed(context) as (url, state):
+        refused = run_cli("simulate", "--prometheus", url, *LAST_DAY)
+        assert refused.code == 1
+        assert "TLS error talking to" in refused.stderr
+        assert state.seen == []
+        for trust in (("--prometheus-ca-file", str(cert)), ("--insecure-skip-tls-verify",)):
+            result = run_cli("simulate", "--prometheus", url, *trust, *LAST_DAY)
+            assert "422 execution while trying to query" in result.stderr  # the stub's answer
+        assert len(state.seen) == 2
