@@ -157,38 +157,27 @@ class _Reader:
         self.samples += sum(len(s.get("values", ())) or 1 for s in result)
         return result
 
-    def instant(self, expression: str, at: float) -> list[dict[str, Any]]:
-        return self.ask("/api/v1/query", {"query": expression, "time": f"{at:.3f}"})
+    def instant(self, expression: str, at: float) -> dict[Any, Any]:
+        """Each series' value (by its labels), at `at`."""
+        result = self.ask("/api/v1/query", {"query": expression, "time": f"{at:.3f}"})
+        return {_key(s["metric"]): s["value"][1] for s in result}
 
     def chunk(self, begin: float, end: float) -> int:
         """Fold in the samples of (begin, end]; how many names were refined."""
-        window = f"{round(end - begin)}s"
-        every = f"{min(round(self.step), RESOLUTION)}s"
+        window, every = f"{round(end - begin)}s", f"{min(round(self.step), RESOLUTION)}s"
         created, labels = self.selector(CREATED), self.selector(LABELS)
-        values = self.instant(f"last_over_time({created}[{window}])", end)
-        last = _by_series(
-            self.instant(f"max_over_time(timestamp({created})[{window}:{every}])", end)
-        )
-        for series in values:
-            metric, (_, value) = series["metric"], series["value"]
-            if (seen := last.get(_key(metric))) is not None:
-                self._fold(self.lives, (metric.get("node", ""), value), float(value), seen)
-        firsts = f"min_over_time(timestamp({labels})[{window}:{every}])"
-        first = _by_series(self.instant(firsts, end))
-        lasts = f"max_over_time(timestamp({labels})[{window}:{every}])"
-        for series in self.instant(lasts, end):
-            key = tuple(
-                sorted(
-                    (k, v)
-                    for k, v in series["metric"].items()
-                    if k == "node" or k.startswith("label_")
-                )
-            )
-            seen = float(series["value"][1])
-            self._fold(self.labels, key, first.get(_key(series["metric"]), seen), seen)
+        last = self.instant(f"max_over_time(timestamp({created})[{window}:{every}])", end)
+        for key, value in self.instant(f"last_over_time({created}[{window}])", end).items():
+            if key in last:  # else: only a sample before the chunk, within the lookback
+                self._fold(self.lives, (dict(key).get("node", ""), value), value, last[key])
+        first = self.instant(f"min_over_time(timestamp({labels})[{window}:{every}])", end)
+        for key, seen in self.instant(
+            f"max_over_time(timestamp({labels})[{window}:{every}])", end
+        ).items():
+            kept = tuple((k, v) for k, v in key if k == "node" or k.startswith("label_"))
+            self._fold(self.labels, kept, first.get(key, seen), seen)
         changed = {
-            s["metric"].get("node", "")
-            for s in self.instant(f"changes({created}[{window}]) > 0", end)
+            dict(k).get("node", "") for k in self.instant(f"changes({created}[{window}]) > 0", end)
         }
         if changed:
             self.refine(sorted(changed), begin, end)
@@ -200,30 +189,25 @@ class _Reader:
         nodes = "|".join(n.replace(".", "\\\\.") for n in names)  # node names: [a-z0-9.-]
         selector = self.selector(CREATED, f'node=~"{nodes}"')
         grid = {"start": f"{begin + self.step:.3f}", "end": f"{end:.3f}", "step": f"{self.step:g}s"}
-        times = _by_series(
-            self.ask("/api/v1/query_range", {"query": f"timestamp({selector})", **grid}), every=True
-        )
+        times = {
+            _key(s["metric"]): dict(s["values"])
+            for s in self.ask("/api/v1/query_range", {"query": f"timestamp({selector})", **grid})
+        }
         for series in self.ask("/api/v1/query_range", {"query": selector, **grid}):
-            stamps = times.get(_key(series["metric"]), {})
+            stamps, node = times.get(_key(series["metric"]), {}), series["metric"].get("node", "")
             for at, value in series["values"]:
-                if (seen := stamps.get(at)) is not None:
-                    self._fold(self.lives, (series["metric"].get("node", ""), value), seen, seen)
+                if at in stamps:
+                    self._fold(self.lives, (node, value), stamps[at], stamps[at])
 
     @staticmethod
-    def _fold(into: dict[Any, list[float]], key: Any, first: float, last: float) -> None:
-        span = into.setdefault(key, [first, last])
-        span[0], span[1] = min(span[0], first), max(span[1], last)
+    def _fold(into: dict[Any, list[float]], key: Any, first: str | float, last: str) -> None:
+        """Widen the key's span to the times `first` and `last` (as Prometheus writes them)."""
+        span = into.setdefault(key, [float(first), float(last)])
+        span[0], span[1] = min(span[0], float(first)), max(span[1], float(last))
 
 
 def _key(metric: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
-
-
-def _by_series(result: list[dict[str, Any]], every: bool = False) -> dict[Any, Any]:
-    """Each series' value as a time (an instant query), or its time at each step (a range)."""
-    if every:
-        return {_key(s["metric"]): {at: float(v) for at, v in s["values"]} for s in result}
-    return {_key(s["metric"]): float(s["value"][1]) for s in result}
 
 
 def read_history(
@@ -271,20 +255,18 @@ def read_history(
 
 def _series(reader: _Reader, origin: float) -> list[dict[str, Any]]:
     """The lives and label sets as a range query's series: first and last on the grid."""
-    step = reader.step
 
-    def grid(t: float) -> float:
-        return origin + math.ceil(round(t - origin, 3) / step) * step
+    def points(span: list[float], value: str) -> list[list[Any]]:
+        return [
+            [origin + math.ceil(round(t - origin, 3) / reader.step) * reader.step, value]
+            for t in span
+        ]
 
     series = [
-        {
-            "metric": {"__name__": CREATED, "node": node},
-            "values": [[grid(a), value], [grid(b), value]],
-        }
-        for (node, value), (a, b) in reader.lives.items()
+        {"metric": {"__name__": CREATED, "node": node}, "values": points(span, value)}
+        for (node, value), span in reader.lives.items()
     ]
-    series += [
-        {"metric": {"__name__": LABELS, **dict(key)}, "values": [[grid(a), "1"], [grid(b), "1"]]}
-        for key, (a, b) in reader.labels.items()
+    return series + [
+        {"metric": {"__name__": LABELS, **dict(key)}, "values": points(span, "1")}
+        for key, span in reader.labels.items()
     ]
-    return series
