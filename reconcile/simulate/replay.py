@@ -858,15 +858,25 @@ def prepare(
     keys |= {k for h in holds for k in h.trigger_selector.keys | h.node_selector.keys}
     keys |= {h.group_label for h in holds}
     shortest = min(h.hold_duration for h in holds)
-    history = None
-    if fetched is not None:
-        end = moments[1] or datetime.now(UTC).replace(microsecond=0)
-        start = end - asked.last if asked.last else moments[0]
-        if start is None or start >= end:
-            raise ConfigError(
-                "--prometheus: give --last (e.g. --last 7d) or a --start before --end"
-            )
-        history = fetched(start, end)
+    history = fetched and _fetch(fetched, *moments, asked)
     timeline = load_timeline(list(paths), shortest, keys, history)
     span = replay_span(timeline, holds, asked.interval, *moments, asked.last)
     return Simulation(timeline, span, holds, asked.sweep is not None)
+
+
+def _fetch(
+    fetched: Callable[[datetime, datetime], tuple[str, list[Any], Grid]],
+    start: datetime | None,
+    end: datetime | None,
+    asked: Asked,
+) -> tuple[str, list[Any], Grid]:
+    """The history from Prometheus: from --start, or --last before --end (or now), on the
+    grid of runs (whole intervals, as replay_span lays them)."""
+    end = end or datetime.now(UTC)
+    start = end - asked.last if asked.last else start
+    if start is None or start >= end:
+        raise ConfigError("--prometheus: give --last (e.g. --last 7d) or a --start before --end")
+    step = asked.interval.total_seconds()
+    return fetched(
+        *(datetime.fromtimestamp(t.timestamp() // step * step, UTC) for t in (start, end))
+    )
