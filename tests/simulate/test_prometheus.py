@@ -936,3 +936,29 @@ def test_a_ca_file_or_insecure_skip_tls_verify_reaches_a_self_signed_front(tmp_p
             result = run_cli("simulate", "--prometheus", url, *trust, *LAST_DAY)
             assert "422 execution while trying to query" in result.stderr  # the stub's answer
         assert len(state.seen) == 2
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        "query processing would load too many samples into memory in query execution",
+        "expanding series: exceeded samples limit: limit 1000 violated (got 3600)",  # Thanos store
+        "the query exceeded the maximum number of chunks (limit: 11 chunks) "
+        "(err-mimir-max-chunks-per-query)",  # Mimir
+    ],
+)
+def test_a_size_refusal_is_split_and_said_once_until_a_chunk_cannot_be_split(
+    stub: tuple[str, Stub], refusal: str
+) -> None:
+    url, state = stub
+    state.body = json.dumps(
+        {"status": "error", "errorType": "execution", "error": refusal}
+    ).encode()
+    result = run_cli("simulate", "--prometheus", url, *LAST_DAY)
+    assert result.code == 1
+    assert result.stderr == (
+        f"simulate: Prometheus refused a query for its size ({refusal}); asking for less time\n"
+        f"node-holder: error: simulate: 422 execution while trying to query {url}/api/v1/query: "
+        f"{refusal}\n"
+    )
+    assert len(state.seen) == 9  # 6h, 3h, ... down to 2m: halved 8 times, then given up
