@@ -1,10 +1,10 @@
 """Node timelines for `node-holder simulate`: which nodes existed when, read from files.
 
 YAML and JSON timelines, kubectl's own output (Nodes, Karpenter NodeClaims, and NodePools for
-their own hold settings), and the answer of
-a Prometheus range query of kube-state-metrics' `kube_node_created` (with `kube_node_labels`
-for the NodePool), so a cluster's data needs no conversion: docs/simulate.md, "Timeline
-formats". Every problem is one TimelineError line (exit 2) naming the file and, for a bad
+their own hold settings), and the answer of a Prometheus range query of kube-state-metrics'
+`kube_node_created` (with `kube_node_labels` for the labels the settings use), saved or as
+`simulate --prometheus` fetched it, so a cluster's data needs no conversion: docs/simulate.md,
+"Timeline formats". Every problem is one TimelineError line (exit 2) naming the file and, for a bad
 value, the record: `history.yaml: nodes[12] (name ip-10-0-1-2): created 'noon' is not an
 RFC 3339 time; ...`. Syntax errors name the line the parser stopped at.
 """
