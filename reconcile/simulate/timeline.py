@@ -44,6 +44,11 @@ TIME_EXAMPLE = "2024-05-14T08:30:00Z"
 #: names them (with --metric-labels-allowlist=nodes=[karpenter.sh/nodepool,...])
 CREATED, LABELS = "kube_node_created", "kube_node_labels"
 
+#: Said of a kubectl list read without Prometheus' history
+LIVE = (
+    "a live list has no deleted nodes, so launches avoided is a lower bound; replay the "
+    "history with --prometheus URL (docs/simulate.md)"
+)
 Fields = dict[str, tuple[Any, str]]  # a record's raw values, each with the word its file uses
 
 
@@ -138,6 +143,7 @@ def load_timeline(
 def _combine(parsed: Sequence[Timeline], sources: tuple[str, ...]) -> Timeline:
     """One timeline of several read, the same node (by name and time) once."""
     nodes = _merge(n for p in parsed for n in p.nodes)
+    history = any(p.prometheus for p in parsed)  # which has the nodes a live list lacks
     if not nodes:
         raise TimelineError(
             f"{', '.join(sources)}: no nodes in the timeline; list at least one node "
@@ -148,9 +154,9 @@ def _combine(parsed: Sequence[Timeline], sources: tuple[str, ...]) -> Timeline:
         sources=sources,
         start=min((p.start for p in parsed if p.start), default=None),
         end=max((p.end for p in parsed if p.end), default=None),
-        notes=tuple(note for p in parsed for note in p.notes),
+        notes=tuple(n for p in parsed for n in p.notes if n != LIVE or not history),
         nodepools={k: v for p in parsed for k, v in p.nodepools.items()},
-        prometheus=any(p.prometheus for p in parsed),
+        prometheus=history,
     )
 
 
@@ -394,11 +400,7 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
         nodes += [_node(record, fields)] if fields else []
         claims += fields is None
     notes = [f"{claims} NodeClaim(s) without status.nodeName left out (no node)"] if claims else []
-    if nodes:
-        notes.append(
-            "a live list has no deleted nodes, so launches avoided is a lower bound; replay the "
-            "history with --prometheus URL (docs/simulate.md)"
-        )
+    notes += [LIVE] if nodes else []
     return Timeline(nodes, notes=tuple(notes), nodepools=pools)
 
 

@@ -162,6 +162,7 @@ def test_a_timeline_and_an_answer_merge_by_node(tmp_path: Path) -> None:
     )
     (tmp_path / "prom.json").write_text(json.dumps(answer(*SMALL)))
     timeline = load_timeline([str(nodes), str(tmp_path / "prom.json")])
+    assert not any("live list" in note for note in timeline.notes)  # Prometheus has the rest
     a = [n for n in timeline.nodes if n.name == "a"]
     assert [(n.created, n.deleted, dict(n.labels)) for n in a] == [
         (T0 - timedelta(hours=1), None, {"team": "x"})
