@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from reconcile.rule.names import DNS_SUBDOMAIN, label_value_problem, qualified_name_problem
+from reconcile.rule.nodes import NodePoolOwn, NodePoolSettings, nodepool_settings
 from reconcile.rule.settings import (
     DEFAULT_GROUP_LABEL,
     NODE_HOLD,
@@ -83,8 +84,9 @@ class Timeline:
     start: datetime | None = None  # `start:` in a file; a Prometheus answer's first sample
     end: datetime | None = None  # `end:` in a file; a Prometheus answer's last sample
     notes: tuple[str, ...] = ()  # what was skipped or assumed, said once at the top
-    #: NodePool name -> the hold settings in its metadata.annotations (`kubectl get nodepools`)
-    nodepools: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: Each NodePool of a NodePool list (`kubectl get nodepools`), with its own hold settings
+    nodepool_settings: NodePoolSettings = field(default_factory=dict)
+    step: timedelta | None = None  # a Prometheus answer's step: removals known to within it
     prometheus: bool = False  # read from kube-state-metrics' series: labels by their names there
 
 
@@ -117,15 +119,13 @@ def parse_time(raw: Any) -> datetime:
 
 def load_timeline(
     paths: Sequence[str],
-    shortest_hold: timedelta | None = None,
     label_keys: Iterable[str] = (DEFAULT_GROUP_LABEL,),
     fetched: tuple[str, list[Any], Grid] | None = None,
 ) -> Timeline:
     """Read and merge timeline files (`-` is standard input), or the series `simulate
-    --prometheus` fetched (its URL, its series, their span). Prometheus answers are read
+    --prometheus` fetched (its URL, its series, their grid). Prometheus answers are read
     together (kube_node_labels may come in a file of its own), with the labels `label_keys`
-    from kube_node_labels; their step must not be longer than `shortest_hold`, the shortest
-    hold duration the replay compares."""
+    from kube_node_labels."""
     sources = tuple("<stdin>" if p == "-" else p for p in paths)
     documents = [
         (name, _load(_read(path), name)) for path, name in zip(paths, sources, strict=True)
@@ -133,10 +133,10 @@ def load_timeline(
     answers = [(name, data) for name, data in documents if _is_answer(data)]
     parsed = [_parse(data, name) for name, data in documents if not _is_answer(data)]
     if answers:
-        parsed.append(_prometheus(answers, shortest_hold, label_keys))
+        parsed.append(_prometheus(answers, label_keys))
     if fetched:
         sources += fetched[:1]
-        parsed.append(_prometheus([fetched[:2]], shortest_hold, label_keys, fetched[2]))
+        parsed.append(_prometheus([fetched[:2]], label_keys, fetched[2]))
     return _combine(parsed, sources)
 
 
@@ -154,9 +154,23 @@ def _combine(parsed: Sequence[Timeline], sources: tuple[str, ...]) -> Timeline:
         sources=sources,
         start=min((p.start for p in parsed if p.start), default=None),
         end=max((p.end for p in parsed if p.end), default=None),
-        notes=tuple(n for p in parsed for n in p.notes if n != LIVE or not history),
-        nodepools={k: v for p in parsed for k, v in p.nodepools.items()},
+        notes=tuple(n for p in parsed for n in p.notes if n != LIVE or not history)
+        + _unread(nodes),
+        nodepool_settings={k: v for p in parsed for k, v in p.nodepool_settings.items()},
+        step=next((p.step for p in parsed if p.step), None),
         prometheus=history,
+    )
+
+
+def _unread(nodes: Iterable[TimelineNode]) -> tuple[str, ...]:
+    """Nodes that carry a NodePool's hold settings: not read there, as a run does not read them."""
+    count = sum(1 for n in nodes if NODE_HOLD in n.annotations or NODE_MAX_HOLD in n.annotations)
+    if not count:
+        return ()
+    return (
+        f"{count} node(s) carry {NODE_HOLD} or {NODE_MAX_HOLD}, which are not read on nodes: "
+        "give the NodePools' own as a NodePool list (kubectl get nodepools -o json), or a "
+        "column's nodepool:NAME=DURATION",
     )
 
 
@@ -317,7 +331,8 @@ def _node(record: str, fields: Fields) -> TimelineNode:
             f"deleted {iso(deleted)} is before created {iso(created)}; swap them or fix the times",
         )
     labels = _mapping(*fields["labels"], record, "{karpenter.sh/nodepool: batch}")
-    annotations = _mapping(*fields["annotations"], record, "{karpenter.sh/do-not-disrupt: 'true'}")
+    given = fields.get("annotations", (None, "annotations"))
+    annotations = _mapping(*given, record, "{karpenter.sh/do-not-disrupt: 'true'}")
     return TimelineNode(name, created, deleted, labels, annotations)
 
 
@@ -376,7 +391,7 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
     list_kind = str(data.get("kind", ""))
     default_kind = list_kind.removesuffix("List") if list_kind != "List" else ""
     nodes: list[TimelineNode] = []
-    pools: dict[str, dict[str, str]] = {}
+    pools: dict[str, NodePoolOwn | None] = {}
     claims = 0
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -392,31 +407,27 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
                 "-o json`",
             )
         if kind == "NodePool":  # its own hold settings, for the nodes of that pool
-            name = _name(meta.get("name"), "metadata.name", record)
-            own = _mapping(meta.get("annotations"), "annotations", record, "{}")
-            pools[name] = {k: v for k, v in own.items() if k in (NODE_HOLD, NODE_MAX_HOLD)}
+            _name(meta.get("name"), "metadata.name", record)
+            _mapping(meta.get("annotations"), "annotations", record, "{}")
+            pools.update(nodepool_settings([item]))
             continue
         fields = _kube_fields(item, meta, kind)
         nodes += [_node(record, fields)] if fields else []
         claims += fields is None
     notes = [f"{claims} NodeClaim(s) without status.nodeName left out (no node)"] if claims else []
     notes += [LIVE] if nodes else []
-    return Timeline(nodes, notes=tuple(notes), nodepools=pools)
+    return Timeline(nodes, notes=tuple(notes), nodepool_settings=pools)
 
 
 def _kube_fields(item: dict[str, Any], meta: dict[str, Any], kind: str) -> Fields | None:
     """A Node as kubectl shows it, or a Karpenter v1 NodeClaim: its node appeared when the
-    claim became Registered. Of the annotations (today's), only its NodePool's hold settings:
-    Karpenter copied them from the NodePool's template when it launched the node."""
-    pool = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k in (NODE_HOLD, NODE_MAX_HOLD)
-    }
+    claim became Registered. No annotations: today's are not those it had when it appeared
+    (a NodePool's hold settings are read from a NodePool list)."""
     fields: Fields = {
         "name": (meta.get("name"), "metadata.name"),
         "created": (meta.get("creationTimestamp"), "creationTimestamp"),
         "deleted": (meta.get("deletionTimestamp"), "deletionTimestamp"),
         "labels": (meta.get("labels"), "labels"),
-        "annotations": (pool, "annotations"),
     }
     if kind == "Node":
         return fields
@@ -555,7 +566,6 @@ class Grid(NamedTuple):
 
 def _prometheus(
     answers: list[tuple[str, Any]],
-    shortest_hold: timedelta | None,
     label_keys: Iterable[str],
     grid: Grid | None = None,
 ) -> Timeline:
@@ -588,7 +598,6 @@ def _prometheus(
             f'{{__name__=~"{CREATED}|{LABELS}"}} (docs/simulate.md, "From Prometheus")'
         )
     start, end, step = grid or _grid(stamps, names)
-    _check_step(step, shortest_hold, names)
     nodes, later = [], {}  # the next life's creation, by name
     for (name, created), (first, last) in sorted(lives.items(), reverse=True):
         born, seen = (datetime.fromtimestamp(t, UTC) for t in (created, last))
@@ -600,7 +609,7 @@ def _prometheus(
         f"read from Prometheus: a removal is the node's last sample plus the step "
         f"({format_duration(step)}), so it is known to within {format_duration(step)}"
     )
-    return Timeline(nodes, (), start, end, notes=(note,), prometheus=True)
+    return Timeline(nodes, (), start, end, notes=(note,), step=step, prometheus=True)
 
 
 def _grid(stamps: set[int], names: str) -> Grid:
@@ -613,16 +622,6 @@ def _grid(stamps: set[int], names: str) -> Grid:
             "of several steps"
         )
     return Grid(*(datetime.fromtimestamp(t / 1000, UTC) for t in (start, end)), step)
-
-
-def _check_step(step: timedelta, shortest_hold: timedelta | None, names: str) -> None:
-    if shortest_hold is not None and step > shortest_hold:
-        raise TimelineError(
-            f"{names}: the step is {format_duration(step)}, longer than the shortest hold "
-            f"compared ({format_duration(shortest_hold)}), so removals would be known only to "
-            f"within more than a hold; query again with a step of at most "
-            f"{format_duration(shortest_hold)}"
-        )
 
 
 def _epoch(value: Any, record: str) -> float:
