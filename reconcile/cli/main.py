@@ -161,7 +161,7 @@ def _pinning(mode: Mode, parsed: Parsed, nodes: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.argument("timeline", nargs=-1, metavar="TIMELINE...")
+@click.argument("timeline", nargs=-1, metavar="[TIMELINE...]")
 @settings_for("simulate")
 def simulate(parsed: Parsed, timeline: tuple[str, ...]) -> None:
     """Replay a node timeline through the reconciler's decision, to choose a hold duration.
