@@ -30,11 +30,11 @@ CREATED, LABELS = "kube_node_created", "kube_node_labels"
 CHUNK = timedelta(hours=6)  # the time one round of queries covers; halved when refused
 RESOLUTION = 60  # seconds at most between a subquery's evaluations (5m lookback: every sample)
 QUERY_TIMEOUT, PATIENCE = 120.0, 3600.0  # seconds: one answer, all of them with retries
-#: Refusals for size, which a shorter chunk avoids. Prometheus' --query.max-samples (the same
-#: engine in Thanos' and Mimir's queriers) and its 11,000 points per series; Thanos store's
-#: --store.limits.request-samples/-series (pkg/store: "exceeded samples limit", "exceeded series
-#: limit"); Mimir's per-query limits (pkg/util/limiter: "the query exceeded the maximum number of
-#: series", "... of chunks", "... the aggregated chunks size limit", err-mimir-max-*-per-query).
+#: Refusals for size, which a shorter chunk avoids. Prometheus' --query.max-samples (PromQL's
+#: engine says it, so Mimir's -querier.max-samples too) and its 11,000 points per series;
+#: Thanos store's --store.limits.request-samples/-series (pkg/store: "exceeded samples limit",
+#: "exceeded series limit"); Mimir's per-query limits (pkg/util/limiter: "the query exceeded
+#: the maximum number of series", "... of chunks", "... the aggregated chunks size limit").
 TOO_BIG = re.compile(
     r"would load too many samples|exceeded maximum resolution|exceeded (samples|series|chunks) "
     r"limit|the query exceeded the (maximum number of|aggregated chunks size)"
