@@ -1,8 +1,10 @@
 """`node-holder simulate` reads a Prometheus range query of kube-state-metrics: the reader on
 small hand-written answers (the labels in the same answer or a file of their own, promtool's
 bare matrix, every error), and a generated week backfilled into Debian's real
-`prometheus`, queried over HTTP and with `promtool`, whose replay must give the figures of
-the same week from YAML with its removals rounded to the step.
+`prometheus`, queried over HTTP, with `promtool` and by `simulate --prometheus` itself, whose
+replay must give the figures of the same week from YAML with its removals rounded to the step;
+two clusters in one server with --query.max-samples lowered (chunks split); a stub front on
+loopback for auth, TLS and failures.
 
 The real-server tests need Debian's `prometheus` and `promtool` (`make prom-tools`); without
 them they skip, unless NODE_HOLDER_REQUIRE_TOOLS=1 (what `make test` sets), where they fail.
