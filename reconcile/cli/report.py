@@ -17,13 +17,13 @@ from reconcile.cli.summary import (
     Summary,
     Window,
     listed,
-    names,
     node_json,
     patch_json,
     patch_line,
     state,
     summary_json,
 )
+from reconcile.cli.summary import names as _names
 from reconcile.rule.decide import KeyState, NodeDecision, Plan
 from reconcile.rule.settings import (
     KNOWN_HOLD_KEYS,
@@ -160,13 +160,14 @@ def _decision_lines(data: Summary) -> list[str]:
         lines.append(f"... and {len(groups) - LISTED} more groups held or changed")
     held = sum(1 for w in windows if w.held)
     unit = "groups" if scope is Scope.GROUP else "nodes"
-    lines.append(f"{held} of {data.window_count} {unit} held ({scope} scope); {counts}")
+    still = f", {data.still_held} still held until the next run" if data.still_held else ""
+    lines.append(f"{held} of {data.window_count} {unit} held ({scope} scope{still}); {counts}")
     return [*kept, *lines]
 
 
 def _kept_line(kept: dict[str, int]) -> str:
     """Holds node-holder set under keys this run may not remove: said, never dropped."""
-    shown = names([f"{key} on {n} node(s)" for key, n in kept.items()], " key(s)")
+    shown = _names([f"{key} on {n} node(s)" for key, n in kept.items()], " key(s)")
     return (
         f"kept: {shown}, set by node-holder, not removed by this run "
         "(not a configured or well-known hold key); name it with --annotation to remove it"
@@ -217,7 +218,7 @@ def status_text(data: Summary, ignored: list[str], plan: Plan | None = None) -> 
     nodes), the held first, and the `ignored` stamps' lines, at most LISTED of each; `plan`
     (--nodes): every window and stamp, and a table of its nodes."""
     whole, budgets = plan is not None, data.mechanism.budgets
-    shown = listed("windows", sorted(data.windows, key=lambda w: not w.held), whole)
+    shown, more = listed(sorted(data.windows, key=lambda w: not w.held), whole)
     windows = [
         (
             w.name,
@@ -230,7 +231,7 @@ def status_text(data: Summary, ignored: list[str], plan: Plan | None = None) -> 
             str(w.nodes),
             *([f"{w.node_pools_with_entry} of {w.node_pools}"] if budgets else []),
         )
-        for w in shown["windows"]
+        for w in shown
     ]
     head = ("WINDOW", "STATE", "YOUNGEST NODE", "AGE", "HOLD UNTIL", "HOLD", "MAX HOLD", "NODES")
     lines = [
@@ -240,14 +241,14 @@ def status_text(data: Summary, ignored: list[str], plan: Plan | None = None) -> 
         "",
         *table((*head, *["NODEPOOLS WITH ENTRY"] * budgets), windows),
     ]
-    if more := shown["windowsNotListed"]:
+    if more:
         lines.append(f"... and {more} more windows (--nodes lists every window and node)")
     if plan is not None:
         rows = [_node_row(d, plan) for d in plan.decisions]
         lines += ["", *table(("NODE", "AGE", "WINDOW", "STATE", "NEXT RUN"), rows)]
-    shown = listed("ignored", ignored, whole)
-    lines += shown["ignored"]
-    if more := shown["ignoredNotListed"]:
+    stamps, more = listed(ignored, whole)
+    lines += stamps
+    if more:
         lines.append(f"... and {more} more stamps ignored (--nodes names every one)")
     return lines
 
@@ -298,9 +299,9 @@ def bad_values(plan: Plan) -> list[str]:
     for source, why in plan.bad_values:
         sources[why].append(source)
     return [
-        f"{names(found)}: {why}; those nodes use the configured setting; fix the value in the "
+        f"{_names(names)}: {why}; those nodes use the configured setting; fix the value in the "
         'NodePool\'s metadata.annotations (a duration such as 45m, "0": never holds)'
-        for why, found in list(sources.items())[:LISTED]
+        for why, names in list(sources.items())[:LISTED]
     ]
 
 
@@ -309,7 +310,7 @@ def template_settings(plan: Plan) -> str | None:
     template put it there, and editing the template replaces every node of the pool."""
     if not plan.template_pools:
         return None
-    pools = names([f"nodepool/{p}" for p in plan.template_pools])
+    pools = _names([f"nodepool/{p}" for p in plan.template_pools])
     return (
         f"{pools}: hold settings come from the NodePool's "
         "spec.template.metadata.annotations (copied onto its nodes); editing them there "
@@ -340,7 +341,7 @@ def warnings(result: RunResult, command: str) -> list[str]:
         auto = result.plan.hold.mechanism is Mechanism.AUTO
         then = "its nodes get hold annotations until the hold ends" if auto else "added again"
         found.append(
-            f"nodepool/{names(reverted)}: node-holder's budget entry was removed or changed by "
+            f"nodepool/{_names(reverted)}: node-holder's budget entry was removed or changed by "
             f"someone else (a GitOps tool restoring the NodePool?); {then}; tell the GitOps "
             "tool to leave it alone (docs/design.md#gitops)"
         )
@@ -348,8 +349,8 @@ def warnings(result: RunResult, command: str) -> list[str]:
     for r in result.pools.fallbacks:
         fallen.setdefault(r.error or "", []).append(r.patch.pool.name)
     found += [
-        f"nodepool/{names(found)}: no budget entry ({why}); its nodes are held by annotation"
-        for why, found in fallen.items()
+        f"nodepool/{_names(names)}: no budget entry ({why}); its nodes are held by annotation"
+        for why, names in fallen.items()
     ]
     if command != "reconcile" or not result.dry_run:
         return found

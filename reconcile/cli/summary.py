@@ -606,15 +606,15 @@ def summary_json(data: Summary) -> dict[str, Any]:
         "youngestNode": data.youngest_node,
         "youngestCreated": data.youngest_created,
         "windowCount": data.window_count,
-        **listed("windows", [w.json() for w in windows]),
-        **listed("errors", list(data.errors)),
-        **listed("events", [e._asdict() for e in data.events]),
-        **listed("badValues", list(data.bad_values)),
-        **listed("revertedNodePools", list(data.reverted_node_pools)),
+        **_bounded("windows", [w.json() for w in windows]),
+        **_bounded("errors", list(data.errors)),
+        **_bounded("events", [e._asdict() for e in data.events]),
+        **_bounded("badValues", list(data.bad_values)),
+        **_bounded("revertedNodePools", list(data.reverted_node_pools)),
         "continues": data.continues and {camel(k): v for k, v in data.continues._asdict().items()},
         "stillHeld": data.still_held,
-        **listed("notFound", list(data.not_found)),
-        **listed("notPinned", [p._asdict() for p in data.not_pinned]),
+        **_bounded("notFound", list(data.not_found)),
+        **_bounded("notPinned", [p._asdict() for p in data.not_pinned]),
         "nodePools": {
             "listed": data.node_pools.listed,
             "withEntry": data.node_pools.with_entry,
@@ -635,9 +635,15 @@ def summary_json(data: Summary) -> dict[str, Any]:
     return found
 
 
-def listed(key: str, items: list[Any], whole: bool = False) -> dict[str, Any]:
+def _bounded(key: str, items: list[Any]) -> dict[str, Any]:
+    """`key`'s items as `listed` bounds them, and `{key}NotListed`: how many are not listed."""
+    shown, more = listed(items)
+    return {key: shown, f"{key}NotListed": more}
+
+
+def listed(items: list[Any], whole: bool = False) -> tuple[list[Any], int]:
     """The first items, at most LISTED in LISTED_BYTES of JSON (`whole`: all of them), and
-    how many are not listed (`{key}NotListed`); a Window is measured by its JSON."""
+    how many are not listed; a Window is measured by its JSON."""
     shown: list[Any] = []
     size = 0
     for item in items:
@@ -645,7 +651,7 @@ def listed(key: str, items: list[Any], whole: bool = False) -> dict[str, Any]:
         if not whole and (len(shown) == LISTED or size > LISTED_BYTES):
             break
         shown.append(item)
-    return {key: shown, f"{key}NotListed": len(items) - len(shown)}
+    return shown, len(items) - len(shown)
 
 
 def node_json(decision: NodeDecision, now: datetime) -> dict[str, Any]:

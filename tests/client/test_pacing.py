@@ -244,3 +244,21 @@ def test_a_paced_release_s_json_counts_the_nodes_still_held(
     held = sum(1 for n in names if api.annotations(n))
     assert run.code == 0 and held > 0, run.stderr
     assert run.json["stillHeld"] == run.json["summary"]["left"] == held
+
+
+def test_a_paced_hold_end_in_node_scope_counts_the_nodes_still_held(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """Node scope lists the held nodes only: the last line counts those whose hold ended and
+    that still carry it."""
+    names = api.add_nodes(
+        1_000, created=api.now() - timedelta(hours=3), eks=False, annotations=OURS
+    )
+
+    run = reconcile(kubeconfig, "--hold-scope", "node", "--qps", "100", "--timeout", "2s")
+
+    held = sum(1 for n in names if api.annotations(n))
+    assert run.code == 0 and held > 0, run.stderr
+    assert run.lines[-2].startswith(
+        f"0 of 1000 nodes held (node scope, {held} still held until the next run); "
+    ), run.lines[-2]
