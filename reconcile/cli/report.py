@@ -112,8 +112,9 @@ def _pool_lines(data: Summary) -> list[str]:
 
 
 def _released(data: Summary) -> str:
-    """release: what it removed, and, while nodes are still held, that it is not done."""
-    if not data.still_held:
+    """release: what it removed, and, while nodes are still held or something failed, that it
+    is not done."""
+    if not data.still_held and not data.failure:
         return "released (node-holder release: every hold this tool owns is removed)"
     removed = data.counts.categories["removed"] + data.counts.categories["switched"]
     again = "" if data.failure else " (it continues where it stopped)"
