@@ -126,13 +126,14 @@ def patch_line(patch: NodePatch | PoolPatch, result: NodeResult | PoolResult | N
     """The text of `patch_json`'s line: `node/x: would add karpenter.sh/do-not-disrupt {...}`
     (planned), `nodepool/x: added budget entry ...` or why not (landed)."""
     where = f"node/{patch.node}" if isinstance(patch, NodePatch) else f"nodepool/{patch.pool.name}"
-    ignored = "".join(f"; ignored {why}" for why in getattr(patch, "ignored", ()))
+    stamps = patch.ignored if isinstance(patch, NodePatch) else ()
+    ignored = "".join(f"; ignored {why}" for why in stamps)
     what = _what(patch, past=False) + ignored
     if result is None:
         return f"{where}: would {what} {json.dumps(patch.body(), separators=(',', ':'))}"
     match result.outcome:
         case Outcome.PATCHED:
-            n = getattr(result, "conflicts", 0)
+            n = result.conflicts if isinstance(result, NodeResult) else 0
             conflicts = f" (after {n} conflict(s))" if n else ""
             return f"{where}: {_what(patch, past=True)}{ignored}{conflicts}"
         case Outcome.SETTLED:
