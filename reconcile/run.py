@@ -56,7 +56,7 @@ def run_once(
     hold: HoldSettings,
     run: RunSettings,
     *,
-    describe: Callable[[Transition, Plan], str],
+    word_event: Callable[[Transition, Plan], str],
     stop: threading.Event | None = None,
     backoff: Backoff | None = None,
     on_result: Callable[[NodeResult | PoolResult], None] | None = None,
@@ -64,7 +64,7 @@ def run_once(
     """Read, decide (as `run.mode` says) and, unless `run.dry_run` (the one way to say "do not
     write"), patch and record Events; with `run.only` (pin, unpin), on those nodes alone. Raises
     ListFailed when a node cannot be read or decided on, Interrupted on SIGTERM before any write.
-    `describe` words each Event (the rule never words); `backoff` lets fault tests skip the real
+    `word_event` words each Event (the rule never words); `backoff` lets fault tests skip the real
     pauses; `on_result` sees each result as its patch lands (see apply_plan).
     """
     pace = Pace.start(
@@ -102,7 +102,7 @@ def run_once(
     applied = apply_plan(plan, kube, pace, on_result)
     done = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]
     transitions = recorded_events([*filter(None, done), *_as_landed(plan.transitions, applied)])
-    events, errors = record_events(kube, plan, transitions, run, pace, describe)
+    events, errors = record_events(kube, plan, transitions, run, pace, word_event)
     return replace(
         result,
         applied=applied,

@@ -254,7 +254,7 @@ def _execute(command: str, parsed: Parsed, build: Build) -> None:
     """Connect, read the CronJob's settings (--settings-from), hand over from the CronJob
     (release --suspend-cronjob), run once, report."""
     # Imported here: --help, settings errors and simulate need none of it.
-    from reconcile.cli import report  # noqa: PLC0415
+    from reconcile.cli import report, summary  # noqa: PLC0415
     from reconcile.cluster import access, client, handover, pace, read  # noqa: PLC0415
     from reconcile.run import run_once  # noqa: PLC0415
 
@@ -279,16 +279,16 @@ def _execute(command: str, parsed: Parsed, build: Build) -> None:
     suspend = parsed.get(options.SUSPEND_CRONJOB, None)
     as_json = run.output is Output.JSON
 
-    def landed(result: report.NodeResult | report.PoolResult) -> None:
+    def landed(result: summary.NodeResult | summary.PoolResult) -> None:
         """Each line as its patch lands: a run killed later leaves them in its log."""
-        click.echo(report.landed(result, as_json))
+        click.echo(summary.landed(result, as_json))
         sys.stdout.flush()
 
     try:
         if suspend is not None:
             handover.suspend_and_wait(kube, suspend, dry_run=run.dry_run)
         result = run_once(
-            kube, hold, run, stop=stop, on_result=landed, describe=report.event_message
+            kube, hold, run, stop=stop, on_result=landed, word_event=summary.word_event
         )
     except (handover.HandoverFailed, read.ListFailed) as exc:
         raise RuntimeFailure(str(exc)) from None
@@ -312,14 +312,12 @@ def _execute(command: str, parsed: Parsed, build: Build) -> None:
             "is suspended or uninstalled: release with --suspend-cronjob NAMESPACE/NAME "
             "(node-holder/node-holder as installed) to suspend it first"
         )
-    for line in report.final_lines(
-        result, command, as_json, parsed.get(options.STATUS_NODES, False)
-    ):
-        click.echo(line)
     # The uninstall hook's release (--suspend-cronjob) has no next run to leave nodes to.
-    failure = report.failure(result, next_run=suspend is None)
-    if failure:
-        raise RuntimeFailure(failure)
+    data = summary.summary(result, command, next_run=suspend is None)
+    for line in report.final_lines(result, data, as_json, parsed.get(options.STATUS_NODES, False)):
+        click.echo(line)
+    if data.failure:
+        raise RuntimeFailure(data.failure)
 
 
 def _settings_from(connection: Connection, timeout: float, command: str, parsed: Parsed) -> Parsed:

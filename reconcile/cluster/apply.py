@@ -299,9 +299,9 @@ def record_events(
     transitions: Sequence[Transition],
     run: RunSettings,
     pace: Pace,
-    describe: Callable[[Transition, Plan], str],
+    word_event: Callable[[Transition, Plan], str],
 ) -> tuple[tuple[Transition, ...], tuple[str, ...]]:
-    """An Event for each transition, on its node or NodePool, in `describe`'s words; best
+    """An Event for each transition, on its node or NodePool, in `word_event`'s words; best
     effort (docs/design.md): a failure is logged and reported, and the run goes on."""
     if not run.events:
         return (), ()
@@ -315,7 +315,7 @@ def record_events(
                 name=transition.node,
                 uid=transition.node_uid or transition.node,
                 reason=transition.reason,
-                message=describe(transition, plan),
+                message=word_event(transition, plan),
                 at=format_time(plan.now),
                 instance=instance,
             )

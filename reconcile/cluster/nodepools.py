@@ -47,6 +47,7 @@ class Pools:
     unreadable: str | None = None  # release without the rights to read them: why
     patches: tuple[PoolPatch, ...] = ()
     results: tuple[PoolResult, ...] = ()
+    listed: int = 0  # NodePools listed, whole or (settings only) their metadata
 
     @property
     def failed(self) -> tuple[PoolResult, ...]:
@@ -84,7 +85,7 @@ def read_pools(kube: Client, hold: HoldSettings, run: RunSettings, pace: Pace) -
             return Pools(unread=explain(exc))
         raise ListFailed(f"cannot list NodePools: {explain(exc)}; nothing was changed") from None
     views = tuple(pool_view(item) for item in items) if whole else ()
-    return Pools(views, nodepool_settings(items))
+    return Pools(views, nodepool_settings(items), listed=len(items))
 
 
 def apply_pools(

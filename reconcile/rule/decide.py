@@ -4,7 +4,7 @@ The rule is docs/design.md's: hold windows ("How it works", "Scopes, selectors a
 claims ("The ownership marker"), pins ("Pins"), each node's own hold settings ("Hold settings
 per NodePool") and the stamps ("The `--max-hold` rule"). Only nodes whose annotations must
 change get a patch. The plan says what changes, never in words: each hold that starts, grows
-or ends is a `Transition`, which reconcile/cli/report.py words for the Events and the report.
+or ends is a `Transition`, which reconcile/cli/summary.py words for the Events and the report.
 """
 
 from __future__ import annotations

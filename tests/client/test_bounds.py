@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reconcile.cli.report import event_message
+from reconcile.cli.summary import word_event
 from reconcile.cluster.apply import NodeResult, Outcome, write_order
 from reconcile.cluster.read import FIRST_PAGE, PAGE_BYTES
 from reconcile.rule.settings import HoldSettings, RunSettings
@@ -152,7 +152,7 @@ def test_each_result_is_reported_as_its_patch_lands(api: ApiServer, kubeconfig: 
 
     hold = HoldSettings(hold_duration=timedelta(minutes=20))
     run = RunSettings(workers=2, events=False)
-    result = run_once(kube_for(kubeconfig), hold, run, describe=event_message, on_result=on_result)
+    result = run_once(kube_for(kubeconfig), hold, run, word_event=word_event, on_result=on_result)
 
     assert released_by_report == [True]  # reported while apply_plan was still running
     assert seen[0] != "n00" and sorted(seen) == NAMES  # completion order, once per node

@@ -66,6 +66,7 @@ def test_5000_nodes_continue_over_runs_each_finding_what_the_last_one_left(
         left = continues["nodesLeft"] if continues else 0
         assert summary["writes"] + left == due  # sent what it planned, left the rest
         assert summary["left"] == left == undone()  # what it announced is what is left
+        assert run.json["stillHeld"] == (0 if start else left)  # a paced end says how many
         due = left
 
     assert due == 0 and len(runs) >= 2, [r.json["continues"] for r in runs]
@@ -148,6 +149,50 @@ def test_the_text_and_the_event_say_what_was_done_and_what_continues_next_run(
     assert event["message"].endswith(f"; hold annotation added to {sent} node(s)")
 
 
+def test_a_paced_hold_end_says_how_many_are_still_held_and_that_the_next_run_goes_on(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """The hold ended, but only some nodes lost it in this run: the line says `ending`, never
+    `released`, with the count still held; the JSON says the same."""
+    api.add_nodes(1_000, created=api.now() - timedelta(hours=3), eks=False, annotations=OURS)
+
+    run = reconcile(kubeconfig, "--qps", "100", "--timeout", "2s", "--no-events")
+    sent = patches(api, 0)
+    as_json = reconcile(
+        kubeconfig, "--qps", "100", "--timeout", "2s", "--no-events", "--output", "json"
+    )
+    again = patches(api, sent)
+
+    assert run.code == as_json.code == 0 and not error_lines(run.stderr), run.stderr
+    assert run.lines[-2].startswith("ending: youngest node "), run.lines[-2]
+    assert (
+        f"; {1_000 - sent} node(s) still held: the next run removes the hold from them; "
+        f"1000 nodes: 0 added, {sent} removed, {1_000 - sent} left"
+    ) in run.lines[-2]
+    assert "released" not in run.stdout and run.lines[-1].startswith("continues next run: ")
+    assert as_json.json["stillHeld"] == as_json.json["summary"]["left"] == 1_000 - sent - again
+    assert as_json.json["windows"][0]["stillHeld"] == 1_000 - sent - again
+
+
+def test_a_refused_run_says_what_failed_and_what_it_did_not_try_never_continues(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """Every patch refused (422, as a webhook or the schema refuses): exit 1, the error line
+    counts the nodes not patched and those not tried, and no line says the run continues."""
+    api.add_nodes(1_000, created=api.now() - timedelta(minutes=1), eks=False)
+    api.inject(Fault(method="PATCH", status=422, times=None))
+
+    run = reconcile(kubeconfig, "--qps", "100", "--timeout", "2s", "--no-events")
+
+    assert run.code == 1
+    (line,) = error_lines(run.stderr)
+    tried = patches(api, 0)
+    assert f"{tried} node(s) not patched: " in line, line
+    # A patch refused is re-read before the next try: the nodes tried are those refused.
+    assert f"; {1_000 - tried} node(s) not tried (the next run tries them)" in line, line
+    assert "continues" not in run.stdout + run.stderr
+
+
 def test_a_refusal_still_fails_the_run_that_leaves_nodes(api: ApiServer, kubeconfig: Path):
     """403 on PATCH: the run stops writing and exits 1 with the refusal, not with pacing."""
     api.add_nodes(1_000, created=api.now() - timedelta(minutes=1), eks=False)
@@ -159,6 +204,7 @@ def test_a_refusal_still_fails_the_run_that_leaves_nodes(api: ApiServer, kubecon
     (line,) = error_lines(run.stderr)
     assert "403" in line or "forbidden" in line.lower(), line
     assert patches(api, 0) >= 1 and all(r.status == 403 for r in api.writes())
+    assert "continues" not in run.stdout
 
 
 def test_a_run_that_patches_nothing_fails(api: ApiServer, kubeconfig: Path) -> None:
@@ -172,7 +218,8 @@ def test_a_run_that_patches_nothing_fails(api: ApiServer, kubeconfig: Path) -> N
     assert run.code == 1 and api.writes() == []
     (line,) = error_lines(run.stderr)
     assert "20 node(s) left at the run timeout and none patched in time" in line
-    assert run.lines[-1] == "continues next run: 20 nodes left (none patched in this run)"
+    # A failed run says what failed, never pacing's "continues".
+    assert "20 left" in run.lines[-1] and "continues" not in run.stdout
 
 
 def test_the_uninstall_hook_s_release_fails_when_it_leaves_nodes(
@@ -198,8 +245,14 @@ def test_the_uninstall_hook_s_release_fails_when_it_leaves_nodes(
     hook = run_cli("release", *args, "--suspend-cronjob", "kube-system/node-holder")
     sent_by_hook = patches(api, sent)
 
-    assert manual.code == 0 and manual.lines[-1].startswith("continues next run: ")
-    assert hook.code == 1
+    # What happened and what comes next, never "released" while nodes are still held.
+    assert manual.code == 0 and manual.lines[-1].startswith(
+        f"{sent} removed, {1_000 - sent} still held: run release again (it continues where it "
+        "stopped); "
+    )
+    assert "released" not in manual.stdout
+    assert hook.code == 1 and "released" not in hook.stdout
+    assert f"{1_000 - sent - sent_by_hook} still held: run release again;" in hook.lines[-1]
     (line,) = error_lines(hook.stderr)
     left = 1_000 - sent - sent_by_hook
     assert f"{left} node(s) left at the run timeout and no next run follows" in line
@@ -247,3 +300,48 @@ def test_an_end_with_a_failed_removal_records_hold_ended_in_the_run_that_finishe
         "HoldEnded"
     ]
     assert event["message"].endswith("; hold annotation removed from 1 node(s)")
+
+
+def test_a_paced_release_s_json_counts_the_nodes_still_held(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """`release --output json` that leaves nodes: `stillHeld` is the count the cluster still
+    holds, as the text says."""
+    names = api.add_nodes(
+        1_000, created=api.now() - timedelta(minutes=1), eks=False, annotations=OURS
+    )
+
+    run = run_cli(
+        "release",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--qps",
+        "100",
+        "--timeout",
+        "2s",
+        "--no-events",
+        "--output",
+        "json",
+    )
+
+    held = sum(1 for n in names if api.annotations(n))
+    assert run.code == 0 and held > 0, run.stderr
+    assert run.json["stillHeld"] == run.json["summary"]["left"] == held
+
+
+def test_a_paced_hold_end_in_node_scope_counts_the_nodes_still_held(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """Node scope lists the held nodes only: the last line counts those whose hold ended and
+    that still carry it."""
+    names = api.add_nodes(
+        1_000, created=api.now() - timedelta(hours=3), eks=False, annotations=OURS
+    )
+
+    run = reconcile(kubeconfig, "--hold-scope", "node", "--qps", "100", "--timeout", "2s")
+
+    held = sum(1 for n in names if api.annotations(n))
+    assert run.code == 0 and held > 0, run.stderr
+    assert run.lines[-2].startswith(
+        f"0 of 1000 nodes held (node scope, {held} still held until the next run); "
+    ), run.lines[-2]

@@ -16,23 +16,16 @@ import json
 import random
 import signal
 import subprocess
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from reconcile.cli import report
-from reconcile.cli.report import LARGE_EDGE
 from reconcile.cluster.pace import RECOVERY
-from reconcile.cluster.read import Listing
-from reconcile.rule.decide import decide
-from reconcile.rule.settings import HoldSettings, RunSettings
-from reconcile.run import RunResult
+from reconcile.rule.settings import RunSettings
 from tests.clusters import run_cli
 from tests.helpers import NODES, OURS, error_lines, spawn
 from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo, RequestRecord
-from tests.support import T0, minutes, node
 
 WORKERS = 8  # --workers, and the token bucket's burst
 QPS = RunSettings().qps  # --qps: 200 writes a second
@@ -85,7 +78,7 @@ def test_a_hold_start_on_15000_nodes_patches_the_youngest_first_at_the_default_r
 
     api.on_request(stop_at)
     run.append(spawn(kubeconfig, "--no-events", "--timeout", "10m", "--output", "json"))
-    stdout, stderr = run[0].communicate(timeout=120)
+    _, stderr = run[0].communicate(timeout=120)
 
     sent, seconds = patches_and_seconds(api)
     assert STOP_AT <= len(sent) <= WORKERS + QPS * seconds, (len(sent), seconds)
@@ -95,8 +88,6 @@ def test_a_hold_start_on_15000_nodes_patches_the_youngest_first_at_the_default_r
     assert run[0].returncode == 1
     (line,) = error_lines(stderr)
     assert "node(s) not patched (stopped by a signal)" in line and "the next run" in line
-    assert json.loads(stdout.splitlines()[-1])["largeEdge"] is False
-    assert "more than 20,000" not in stderr
 
 
 def test_a_hold_ends_at_half_the_rate_it_started_at(api: ApiServer, kubeconfig: Path) -> None:
@@ -167,36 +158,10 @@ def test_slow_answers_do_not_slow_the_writes(api: ApiServer, kubeconfig: Path) -
     assert code == 0 and left_to_next_run(last, patches, 1_500), last
 
 
-WARNING = (
-    f"this hold start or end patches {LARGE_EDGE + 1} nodes (more than {LARGE_EDGE:,}), "
-    "each patch sent to every client that watches all Nodes: hold each NodePool on its "
-    "own (--hold-scope group), or use the NodePool-budget mechanism (--mechanism budget: "
-    "one write per NodePool)"
-)
-
-
-def test_a_hold_edge_of_more_than_20000_nodes_is_warned_about_in_every_output() -> None:
-    """The warning depends on the count of patches alone, so a plan of 20,001 young nodes is
-    decided and reported without listing them over HTTP (which took 47 s): the run's
-    warnings (stderr, text or JSON logs: the next test) and its final JSON line. One patch
-    fewer (20,000) is no warning."""
-    views = [node(f"n{i:05}", minutes(2)) for i in range(LARGE_EDGE + 1)]
-    large = decide(views, T0, HoldSettings(hold_duration=minutes(20)))
-    at_the_edge = replace(large, decisions=large.decisions[:-1])
-
-    for plan, warned in ((large, [WARNING]), (at_the_edge, [])):
-        result = RunResult(plan, Listing([], T0, "server", 1), dry_run=True)
-        warnings = [w for w in report.warnings(result, "reconcile") if "more than 20,000" in w]
-        final = json.loads(report.final_lines(result, "reconcile", as_json=True)[-1])
-        assert len(plan.patches) == LARGE_EDGE + len(warned)
-        assert warnings == warned
-        assert final["largeEdge"] is bool(warned)
-
-
 def test_a_run_s_warnings_are_warnings_in_text_and_json_logs(
     api: ApiServer, kubeconfig: Path
 ) -> None:
-    """Every warning of a run (the large hold edge among them) takes one path to stderr:
+    """Every warning of a run takes one path to stderr:
     shown here with a dry run's warning about the holds it leaves."""
     api.add_nodes(2, created=api.now() - timedelta(hours=3), eks=False, annotations=OURS)
     warning = "dry run: 2 nodes carry hold annotations of node-holder"
@@ -210,5 +175,4 @@ def test_a_run_s_warnings_are_warnings_in_text_and_json_logs(
     assert " WARNING " in said
     logs = [json.loads(line) for line in as_json.stderr.splitlines()]
     assert [e["level"] for e in logs if warning in e["message"]] == ["warning"]
-    assert as_json.json["largeEdge"] is False
     assert api.writes() == []

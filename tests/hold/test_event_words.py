@@ -11,7 +11,7 @@ from datetime import timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconcile.cli.report import event_message
+from reconcile.cli.summary import word_event
 from reconcile.rule.decide import HoldWindow, Plan, Reason, Transition, decide, recorded_events
 from reconcile.rule.selectors import parse_selector
 from reconcile.rule.settings import HoldSettings, Mode, Scope
@@ -23,7 +23,7 @@ HOLD = HoldSettings()
 
 
 def words(plan: Plan) -> list[str]:
-    return [f"{t.reason} on {t.node}: {event_message(t, plan)}" for t in plan.transitions]
+    return [f"{t.reason} on {t.node}: {word_event(t, plan)}" for t in plan.transitions]
 
 
 def test_a_hold_starts_grows_and_ends_with_its_youngest_node_named() -> None:
@@ -68,7 +68,7 @@ def test_past_ten_events_the_rest_are_summed_up_in_one() -> None:
     plan = decide(nodes, T0, HoldSettings(scope=Scope.NODE))
     events = recorded_events(plan.transitions)
     assert len(events) == 10
-    assert event_message(events[-1], plan) == (
+    assert word_event(events[-1], plan) == (
         "Hold ended for 3 more windows, 3 node(s) in all (one run records at most 10 Events)"
     )
     assert events[-1].node == "n09" and events[-1].more == 3

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from reconcile.cli.report import event_message
+from reconcile.cli.summary import word_event
 from reconcile.cluster.pace import Backoff
 from reconcile.cluster.read import ListFailed
 from reconcile.rule.decide import claimed_keys
@@ -129,7 +129,7 @@ class MaxHold(RuleBasedStateMachine):
 
     def _run(self) -> None:
         with contextlib.suppress(ListFailed):  # a failed list changes nothing: fine here
-            run_once(self.kube, SETTINGS, RUN, describe=event_message, backoff=FAST)
+            run_once(self.kube, SETTINGS, RUN, word_event=word_event, backoff=FAST)
 
     def _observe(self) -> None:
         """After a run that converged: record who is held since when, check the bound."""

@@ -42,7 +42,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from reconcile.cli.report import event_message
+from reconcile.cli.summary import word_event
 from reconcile.cluster.client import Client
 from reconcile.cluster.pace import Backoff
 from reconcile.cluster.read import ListFailed
@@ -273,9 +273,7 @@ class NodeHolder(RuleBasedStateMachine):
         name = data.draw(st.sampled_from(sorted(self.model)), label="node")
         mode = data.draw(st.sampled_from([Mode.PIN, Mode.UNPIN]), label="command")
         run = replace(RUN, mode=mode, only=(name,), events=False)
-        result = run_once(
-            self.clean_kube, HoldSettings(), run, describe=event_message, backoff=FAST
-        )
+        result = run_once(self.clean_kube, HoldSettings(), run, word_event=word_event, backoff=FAST)
         node = self.model[name]
         found = self.api.annotations(name)
         refused = mode is Mode.PIN and node.people.get(KEY, "true") != "true"
@@ -343,7 +341,7 @@ class NodeHolder(RuleBasedStateMachine):
         needed = {n for n in self.model if before[n] != self.desired(n, held)}
         try:
             result: RunResult | None = run_once(
-                kube, HoldSettings(), RUN, describe=event_message, backoff=FAST
+                kube, HoldSettings(), RUN, word_event=word_event, backoff=FAST
             )
         except ListFailed:
             result = None

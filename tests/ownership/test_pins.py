@@ -70,9 +70,16 @@ def test_a_pin_survives_the_end_of_a_hold_reconcile_and_release(
     lines = run(kubeconfig, "status", "--nodes", "--output", "json").lines[:-1]
     nodes = {n["node"]: n for n in map(json.loads, lines)}
     assert nodes["a"]["state"] == "pinned" and nodes["a"]["annotations"] == {KEY: "pinned"}
-    # Pinning again changes nothing.
-    again = run(kubeconfig, "pin", "a")
-    assert again.lines == [f"pin {KEY}; 1 nodes: 0 pinned, 1 unchanged"]
+    # Pinning again changes nothing, and says the node is already pinned (dry run too).
+    for dry in (("--dry-run",), ()):
+        again = run(kubeconfig, "pin", "a", *dry)
+        assert again.lines == [
+            f"pin {KEY}; 1 nodes: 0 {'would be ' * bool(dry)}pinned, 1 already pinned, 0 unchanged"
+        ]
+        assert (
+            run(kubeconfig, "pin", "a", *dry, "--output", "json").json["summary"]["alreadyPinned"]
+            == 1
+        )
 
 
 def test_unpin_hands_the_key_back_and_the_next_run_removes_it(

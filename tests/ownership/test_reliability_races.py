@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reconcile.cli.report import event_message
+from reconcile.cli.summary import word_event
 from reconcile.cluster.apply import Outcome
 from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import RunResult, run_once
@@ -215,7 +215,7 @@ def two_runs_at_once(kubeconfig: Path) -> list[RunResult]:
     def one() -> None:
         try:
             results.append(
-                run_once(kube_for(kubeconfig), HoldSettings(), run, describe=event_message)
+                run_once(kube_for(kubeconfig), HoldSettings(), run, word_event=word_event)
             )
         except BaseException as exc:
             errors.append(exc)
@@ -301,10 +301,10 @@ def test_a_slow_run_decides_again_from_the_stamps_a_later_run_wrote(
         if req.method == "PATCH" and req.path == f"{NODES}/newcomer" and not hooked:
             hooked.append(True)  # once: A's own patch of that node comes through here too
             api.advance_clock(timedelta(seconds=30))  # past the cap
-            later.append(run_once(kube_for(kubeconfig), capped, run, describe=event_message))
+            later.append(run_once(kube_for(kubeconfig), capped, run, word_event=word_event))
 
     api.on_request(a_later_run_first)
-    slow = run_once(kube_for(kubeconfig), capped, run, describe=event_message)
+    slow = run_once(kube_for(kubeconfig), capped, run, word_event=word_event)
 
     assert held_plan(slow.plan) and not held_plan(later[0].plan)  # B saw a hold, A the cap
     (result,) = slow.applied.results  # type: ignore[union-attr]

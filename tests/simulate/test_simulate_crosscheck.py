@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reconcile.cli.report import event_message
+from reconcile.cli.summary import word_event
 from reconcile.rule.decide import NodeView
 from reconcile.rule.settings import HoldSettings, Mechanism, RunSettings, Scope
 from reconcile.run import run_once
@@ -138,7 +138,7 @@ def through_the_api(
                 eks=False,
             )
         api.reset_log()
-        result = run_once(kube, hold, run, describe=event_message)
+        result = run_once(kube, hold, run, word_event=word_event)
         requests += len(api.requests)
         assert not result.errors and not result.event_errors, (result.errors, result.event_errors)
         assert result.applied is not None
