@@ -1,7 +1,7 @@
 """The kubeconfig is read as the official client reads it, without importing that client.
 
 `reconcile.cluster.access` reads kubeconfigs itself (the official client is a test
-dependency only: docs/design.md, "Dependencies"). Each kubeconfig below is resolved both
+dependency only: docs/maintainers/releases.md, "Dependencies"). Each kubeconfig below is resolved both
 ways, ours and the official loader's (`kubernetes.config.load_kube_config`), and must give
 the same server, credentials, TLS files, verification and proxy. Then the paths only ours
 takes end to end against the API test server: relative CA files, the environment's proxy and

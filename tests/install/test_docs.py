@@ -9,7 +9,7 @@
   was, would be set by someone and silently do nothing: exit 2 in fact);
 - every `make X` a file tells someone to run is a target of the Makefile (issue 21: "make
   every command a file names exist");
-- docs/testing.md's table is the map of the suite: each folder's row names exactly the test
+- docs/maintainers/testing.md's table is the map of the suite: each folder's row names exactly the test
   files in that folder, so a feature's tests are found from the map and none is left off it.
 """
 
@@ -29,7 +29,7 @@ DOCS = sorted(
         ROOT / "README.md",
         ROOT / "CHANGELOG.md",
         ROOT / "charts/karpenter-node-holder/README.md",
-        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "docs").glob("**/*.md"),
     ]
 )
 README_LIMIT = 15_000  # 15 KB, as the issue and the maintainers' hook count it
@@ -117,13 +117,13 @@ def test_the_testing_map_names_every_test_file_in_its_folder():
     mapped = {
         f"{folder}/{name}"
         for folder, row in re.findall(
-            r"^\| `tests/(\w+)/` \|(.*)$", (ROOT / "docs/testing.md").read_text(), re.MULTILINE
+            r"^\| `tests/(\w+)/` \|(.*)$", (ROOT / "docs/maintainers/testing.md").read_text(), re.MULTILINE
         )
         for name in re.findall(r"\btest_\w+\.py\b", row)
     }
     present = {str(p.relative_to(ROOT / "tests")) for p in (ROOT / "tests").glob("**/test_*.py")}
     assert present == mapped, (
-        f"docs/testing.md's map leaves out {sorted(present - mapped)} and names files that are "
+        f"docs/maintainers/testing.md's map leaves out {sorted(present - mapped)} and names files that are "
         f"not there: {sorted(mapped - present)}; name each test file in its folder's row"
     )
 
