@@ -1,4 +1,4 @@
-"""The budget mechanism against Karpenter v0.33.6 to v0.37.x (issue 29 §2, §4, §5): the API test
+"""The budget mechanism against Karpenter v0.33.6 to v0.37.x (which store v1beta1 and lose the entry's reasons or the list): the API test
 server serves karpenter.sh/v1 NodePools through their conversion webhook and stores v1beta1
 (tests/kubeapi/karpenter.py round_trip: v0.34 to v0.37 drop `reasons`, v0.33 the budget list;
 then the CRD default `[{nodes: "10%"}]`). Every run checks that what was stored is what it

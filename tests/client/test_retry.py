@@ -178,7 +178,7 @@ def test_writes_wait_for_the_rate_limit_and_reads_do_not() -> None:
     assert clock.now == pytest.approx(0.4, rel=0.01)  # the first from the burst, 4 at 10/s
 
 
-# --- the write rate: auto, and backing off (issue 24) ----------------------------------
+# --- the write rate: auto, and backing off on 429 and 5xx -------------------------------
 
 
 def test_the_auto_rate_is_200_or_one_write_a_second_per_300_nodes_and_qps_overrides_it() -> None:

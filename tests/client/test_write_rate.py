@@ -1,4 +1,4 @@
-"""Node writes a large control plane tolerates (issue 24 §1): the default rate, the youngest
+"""Node writes a large control plane tolerates (every patched Node goes to every watcher): the default rate, the youngest
 nodes first, a hold's end at half the rate, backing off on 429 and on slow answers, and a
 warning when one hold start or end is too large.
 

@@ -1,4 +1,4 @@
-"""Hold settings per NodePool (issue 23 §1, issue 29 §3), through the API test server.
+"""Hold settings per NodePool (its own metadata.annotations), through the API test server.
 
 A NodePool sets its own hold duration and cap in its own metadata.annotations (one list of
 NodePools a run), or, the older form, in its node template's annotations, which Karpenter

@@ -460,7 +460,7 @@ def test_notes_warn_about_dry_run_and_the_ignored_initial_delay():
 
 @needs_kubectl
 def test_notes_one_off_command_runs_with_the_cronjobs_settings_and_account(tmp_path):
-    """Issue 20 §5: the printed `kubectl run` makes a pod that reads the same ConfigMap with
+    """The printed `kubectl run` makes a pod that reads the same ConfigMap with
     the same ServiceAccount and placement as the CronJob, for a release of any name. kubectl
     itself builds the pod (a client-side dry run against the API test server)."""
     import shlex  # noqa: PLC0415
@@ -542,9 +542,9 @@ def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path, dry_run, m
     """Run the hook's command with its environment (the settings ConfigMap, then its own env)
     against the API test server, which answers 403 to any request the hook's Role and
     ClusterRole do not allow, as RBAC would. The holds are gone, also when the runs are a dry
-    run (issue 20 §4): an uninstall that left them would leave them for good; with the budget
+    run: an uninstall that left them would leave them for good; with the budget
     mechanism the NodePool's entry too. With annotations the hook may not read NodePools: the
-    release says so and goes on (issue 24 §2: release looks whatever the mechanism)."""
+    release says so and goes on (release looks for budget entries whatever the mechanism)."""
     from tests.clusters import run_cli  # noqa: PLC0415
     from tests.kubeapi.apiserver import ApiServer  # noqa: PLC0415
     from tests.kubeapi.statuses import forbidden  # noqa: PLC0415

@@ -91,7 +91,7 @@ def test_the_reference_names_every_flag_variable_and_value_and_only_it_has_the_v
 
 
 def test_the_schema_generator_lives_outside_the_runtime_package():
-    """Build-time code (issue 22): the settings types parse text, nothing else."""
+    """Build-time code stays out of the package: the settings types parse text, nothing else."""
     assert not any(hasattr(type(s.kind), "json_schema") for s in options.SETTINGS)
 
 

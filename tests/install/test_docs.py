@@ -1,14 +1,13 @@
 """The documentation says true things about itself and the CLI, and the README stays short.
 
-- README.md is for the people who install and run the tool: at most 15 KB (issue 22);
+- README.md is for the people who install and run the tool: at most 15 KB;
 - every link between the project's Markdown files reaches a file that exists and, with an
   `#anchor`, a heading of it (GitHub's anchors), also the chart README's absolute links into
   this repository (Artifact Hub shows that README away from the repository);
 - every `HOLD_*` and `NODE_HOLDER_*` variable the docs name is one the CLI reads, or one of the
   test suite's (a documented variable that does not exist, as `NODE_HOLDER_KUBECONFIG` once
   was, would be set by someone and silently do nothing: exit 2 in fact);
-- every `make X` a file tells someone to run is a target of the Makefile (issue 21: "make
-  every command a file names exist");
+- every `make X` a file tells someone to run is a target of the Makefile;
 - docs/maintainers/testing.md's table is the map of the suite: each folder's row names exactly the test
   files in that folder, so a feature's tests are found from the map and none is left off it.
 """
