@@ -3,8 +3,8 @@
 The project's own client on urllib3 (what the official client is built on), not the `kubernetes`
 package: a run needs metadata-only list pages, one deadline on a whole answer (urllib3 bounds
 each read) and its own retry and write-rate policy (reconcile.cluster.pace); importing the
-package's loader alone would add about 0.24 s of CPU and 18 MB to every run (docs/maintainers/releases.md,
-"Dependencies").
+package's loader alone would add about 0.24 s of CPU and 18 MB to every run
+(docs/maintainers/releases.md, "Dependencies").
 How requests stay cheap and bounded: docs/performance.md ("What keeps it cheap", "Deadlines and
 signals"); how credentials are renewed: docs/operations-notes.md. No retries hide below ours.
 """

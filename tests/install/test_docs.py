@@ -8,8 +8,8 @@
   test suite's (a documented variable that does not exist, as `NODE_HOLDER_KUBECONFIG` once
   was, would be set by someone and silently do nothing: exit 2 in fact);
 - every `make X` a file tells someone to run is a target of the Makefile;
-- docs/maintainers/testing.md's table is the map of the suite: each folder's row names exactly the test
-  files in that folder, so a feature's tests are found from the map and none is left off it.
+- docs/maintainers/testing.md's table is the map of the suite: each folder's row names exactly the
+  test files in that folder, so a feature's tests are found from the map and none is left off it.
 """
 
 from __future__ import annotations
@@ -116,14 +116,16 @@ def test_the_testing_map_names_every_test_file_in_its_folder():
     mapped = {
         f"{folder}/{name}"
         for folder, row in re.findall(
-            r"^\| `tests/(\w+)/` \|(.*)$", (ROOT / "docs/maintainers/testing.md").read_text(), re.MULTILINE
+            r"^\| `tests/(\w+)/` \|(.*)$",
+            (ROOT / "docs/maintainers/testing.md").read_text(),
+            re.MULTILINE,
         )
         for name in re.findall(r"\btest_\w+\.py\b", row)
     }
     present = {str(p.relative_to(ROOT / "tests")) for p in (ROOT / "tests").glob("**/test_*.py")}
     assert present == mapped, (
-        f"docs/maintainers/testing.md's map leaves out {sorted(present - mapped)} and names files that are "
-        f"not there: {sorted(mapped - present)}; name each test file in its folder's row"
+        f"docs/maintainers/testing.md's map leaves out {sorted(present - mapped)} and names files "
+        f"that are not there: {sorted(mapped - present)}; name each test file in its folder's row"
     )
 
 
