@@ -315,6 +315,32 @@ def test_the_uninstall_hook_is_scoped_and_exists_only_while_it_runs(helm):
     assert job["spec"]["activeDeadlineSeconds"] > run["activeDeadlineSeconds"] + 5 + 10 + 45
 
 
+def test_argo_cd_runs_the_uninstall_hook_as_predelete_and_its_rbac_outlives_the_job(helm):
+    """Argo CD (v3.3+) maps `pre-delete` to PreDelete, but an `argocd.argoproj.io/hook` on an
+    object replaces that object's Helm hook annotations, and its `HookSucceeded` on passive
+    objects may come at another point than Helm's: every one of the six objects says PreDelete
+    itself, the Job goes once it succeeded, the ServiceAccount and RBAC only before a new one is
+    created (never while the Job runs). Helm's own annotations stay as they are."""
+    objs = template(helm)
+    hooks = [o for o in objs if (o["metadata"].get("annotations") or {}).get("helm.sh/hook")]
+    uninstall = [o for o in hooks if o["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"]
+    assert sorted(o["kind"] for o in uninstall) == sorted(
+        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Job"]
+    )
+    for obj in uninstall:
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["argocd.argoproj.io/hook"] == "PreDelete", obj["kind"]
+        expected = "HookSucceeded" if obj["kind"] == "Job" else "BeforeHookCreation"
+        assert annotations["argocd.argoproj.io/hook-delete-policy"] == expected, obj["kind"]
+    # Only the uninstall hook is Argo CD's: the `helm test` pod and the release's own objects
+    # carry no Argo CD hook annotation (they would become hooks and never be applied).
+    assert [
+        o["kind"]
+        for o in objs
+        if "argocd.argoproj.io/hook" in (o["metadata"].get("annotations") or {})
+    ] == [o["kind"] for o in uninstall]
+
+
 def test_helm_test_runs_status_with_the_runs_service_account(helm):
     objs = template(helm)
     pod = one(objs, "Pod", hook="test")
