@@ -317,7 +317,7 @@ def test_the_uninstall_hook_is_scoped_and_exists_only_while_it_runs(helm):
 
 def test_argo_cd_runs_the_uninstall_hook_as_predelete_and_its_rbac_outlives_the_job(helm):
     """Argo CD (v3.3+) maps `pre-delete` to PreDelete, but an `argocd.argoproj.io/hook` on an
-    object replaces that object's Helm hook annotations, and its `HookSucceeded` on passive
+    object replaces that object's `helm.sh/hook`, and its `HookSucceeded` on passive
     objects may come at another point than Helm's: every one of the six objects says PreDelete
     itself, the Job goes once it succeeded, the ServiceAccount and RBAC only before a new one is
     created (never while the Job runs). Helm's own annotations stay as they are."""
