@@ -61,7 +61,7 @@ TOOL, FLOOR, NAIVE, KUBECTL = "node-holder", "floor", "naive client", "kubectl a
 CONTENDERS = (TOOL, FLOOR, NAIVE, KUBECTL)
 HERE = Path(__file__).resolve().parent
 #: node-holder's settings besides its defaults: the cost of a run, not the default write rate
-#: (max(200, nodes/300) a second, lower on purpose: benchmarks/bench_scale.py).
+#: (200 a second, lower on purpose: benchmarks/bench_scale.py).
 TOOL_ARGS = ("--qps", "1000")
 
 

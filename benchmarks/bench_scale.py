@@ -3,13 +3,14 @@
 For 5,000, 50,000 and 100,000 nodes it prints, for the annotation mechanism (every node
 patched) and the NodePool-budget mechanism (`--mechanism budget`: one patch per NodePool,
 estimated here): the writes per hold edge (a hold start or a hold end) and per extension (a new
-node during a hold), the default write rate, the time to cover the cluster and how many CronJob
+node during a hold), the write rate, the time to cover the cluster and how many CronJob
 runs that takes, the watch events the writes cause, and the write rate over a hold start.
 
-The annotation rows come from a model: the real rate limiter (reconcile/cluster/pace.py,
-`RateLimiter`: `--qps auto`, a hold end at half the rate) on a fake clock, WORKERS workers whose
-patches take LATENCY each, a run started every INTERVAL that starts up, lists the nodes and
-writes until its TIMEOUT. The model has no back-off in it: a healthy control plane. The
+The annotation rows come from a model: the real rate limiter and end-of-run margin
+(reconcile/cluster/pace.py, `RateLimiter` and `Pace.margin`: `--qps 200`, a hold end at half
+the rate) on a fake clock, WORKERS workers whose patches take LATENCY each, a run started every
+INTERVAL that starts up, lists the nodes and writes until a write cannot start before the
+margin. The model has no back-off in it: a healthy control plane. The
 5,000-node rows are then measured: the real CLI (`python -m reconcile reconcile` with its
 defaults), run on the same one-minute schedule against the API test server (EKS-shaped nodes,
 5 ms per stored write), next to the model fed with the start-up and list times measured.
@@ -45,7 +46,7 @@ from measure import REPO, child_env, python_cmd
 
 sys.path.insert(0, str(REPO))  # the API test server is tests.kubeapi
 
-from reconcile.cluster.pace import ANSWER_FLOOR, Deadline, DeadlineExceeded, RateLimiter
+from reconcile.cluster.pace import Backoff, Deadline, Deferred, Pace, RateLimiter
 from reconcile.simulate.report import level_line
 from tests.kubeapi.apiserver import ApiServer
 
@@ -67,6 +68,8 @@ class Model:
     startup: float = 0.5  # process start and kubeconfig, before the first request
     list_per_node: float = 0.0001  # seconds: about 5 s for 50,000 nodes (docs/performance.md)
     timeout: float = 45.0  # --timeout
+    request_timeout: float = 10.0  # --request-timeout
+    qps: float = 200.0  # --qps
     interval: float = 60.0  # the schedule: every minute
 
 
@@ -104,23 +107,23 @@ class _Waits(threading.Event):
 
 def modelled(nodes: int, ending: bool, model: Model) -> Edge:
     """The annotation mechanism's hold start (or end, at half the rate) on a fake clock; each
-    run plans the patches that fit its deadline, less the margin for the last answers
-    (reconcile/cluster/apply.py, `planned`), and leaves the rest to the next run."""
+    run sends until a write cannot start before the end-of-run margin (RateLimiter.acquire
+    raises Deferred, as in reconcile/cluster/apply.py), and leaves the rest to the next run."""
     clock, sent, run = _Clock(), [], 0
-    cost, margin = 2 if ending else 1, max(ANSWER_FLOOR, model.latency)
+    cost = 2 if ending else 1
     while len(sent) < nodes:
         clock.now = run * model.interval
+        limiter = RateLimiter(model.qps, model.workers, clock)  # each run starts at the ceiling
+        waits = _Waits(clock)
         deadline = Deadline(model.timeout, clock)
-        limiter = RateLimiter(None, model.workers, clock)  # each run starts at the ceiling
-        limiter.fit(nodes)
+        pace = Pace(model.workers, limiter, Backoff(), deadline, waits, model.request_timeout)
         clock.now += model.startup + nodes * model.list_per_node
         free = [clock.now] * model.workers  # when each worker can take the next patch
-        planned = len(sent) + int(limiter.capacity(deadline.remaining() - margin) // cost)
-        while len(sent) < min(nodes, planned):
+        while len(sent) < nodes:
             clock.now = max(clock.now, heapq.heappop(free))
             try:
-                limiter.acquire(deadline, _Waits(clock), cost, margin)
-            except DeadlineExceeded:
+                limiter.acquire(deadline, waits, cost, pace.margin)
+            except Deferred:
                 break
             sent.append(clock.now)
             limiter.observe()  # a healthy control plane: no 429, no 5xx
@@ -146,16 +149,10 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def rate(nodes: int) -> float:
-    limiter = RateLimiter(None, 8)
-    limiter.fit(nodes)
-    return limiter.qps
-
-
-def annotation_row(label: str, nodes: int, start: Edge, end: Edge) -> str:
+def annotation_row(label: str, nodes: int, start: Edge, end: Edge, model: Model) -> str:
     return (
         f"| {label} | annotation | {nodes:,} | 1 a new node "
-        f"| {rate(nodes):,.0f} / {rate(nodes) / 2:,.0f} "
+        f"| {model.qps:,.0f} / {model.qps / 2:,.0f} "
         f"| {duration(start.seconds)} / {duration(end.seconds)} | {start.runs} / {end.runs} "
         f"| {nodes * WATCHERS:,} | {series(start)} |"
     )
@@ -243,13 +240,14 @@ def measured_rows(nodes: int, model: Model) -> list[str]:
         end = measure_edge(api, kubeconfig, nodes, model.interval)
     fed = replace(model, latency=0.005, startup=start.startup, list_per_node=start.listing / nodes)
     return [
-        annotation_row(f"{nodes:,} measured", nodes, start.edge, end.edge),
+        annotation_row(f"{nodes:,} measured", nodes, start.edge, end.edge, model),
         annotation_row(
             f"{nodes:,} model, fed the measured start-up ({start.startup:.1f} s) and list "
             f"({start.listing:.1f} s)",
             nodes,
             modelled(nodes, False, fed),
             modelled(nodes, True, fed),
+            fed,
         ),
     ]
 
@@ -351,14 +349,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for nodes in SIZES:
         start, end = modelled(nodes, False, model), modelled(nodes, True, model)
-        rows += [annotation_row(f"{nodes:,}", nodes, start, end), budget_row(nodes, model)]
+        rows += [annotation_row(f"{nodes:,}", nodes, start, end, model), budget_row(nodes, model)]
     if not args.model_only:
         rows += [*measured_rows(SIZES[0], model), measured_budget_row(SIZES[0], model)]
     print(
-        f"Model: {model.workers} workers, {model.latency * 1000:.0f} ms a patch, start-up "
-        f"{model.startup} s, list {model.list_per_node * 1000:.1f} ms a node, --timeout "
-        f"{model.timeout:.0f} s, a run every {model.interval:.0f} s; {WATCHERS} watchers of "
-        f"every Node (and NodePool); {NODEPOOLS} NodePools.\n"
+        f"Model: {model.workers} workers, {model.qps:.0f} writes a second, "
+        f"{model.latency * 1000:.0f} ms a patch, start-up {model.startup} s, list "
+        f"{model.list_per_node * 1000:.1f} ms a node, --timeout {model.timeout:.0f} s, "
+        f"--request-timeout {model.request_timeout:.0f} s, a run every {model.interval:.0f} s; "
+        f"{WATCHERS} watchers of every Node (and NodePool); {NODEPOOLS} NodePools.\n"
     )
     print("\n".join([*HEAD, *rows]))
     print("\nHold edges over runs, the same model, at the default settings:\n")

@@ -8,7 +8,8 @@ Day shapes (one day each, written as JSON timelines; only `batch` comes from
 scripts/generate_day.py, whose bursts the fast replay was first tuned on):
 - leavers: half the nodes came up hours to days ago and leave during the day, in the middle
   of stretches; the other half come in small scale-ups every few minutes and live 1 to 8
-  hours; three NodePools, one of which holds 45m (its own hold-duration annotation);
+  hours; three NodePools, one of which holds 45m (its own hold-duration annotation, in a
+  NodePool list beside the timeline);
 - trickle: one node at a time all day long (a quarter there from the start), living 30 minutes
   to 6 hours, so a 20m hold never ends: one stretch the whole day;
 - bursts: six big scale-ups of a sixth of the nodes each, within three minutes, living 20
@@ -58,7 +59,8 @@ POOL = "karpenter.sh/nodepool"
 COMPARE = "10m/max=30m,20m/group,20m/node,20m/group/max=1h"
 SIZES = (1000, 2000, 4000, 8000, 16000)
 TARGETS = ((2000, ["--compare", COMPARE], 5.0), (10000, [], 30.0))  # nodes, options, seconds
-Node = tuple[datetime, datetime | None, str, dict[str, str]]  # created, deleted, pool, own
+#: created, deleted, NodePool, that NodePool's own settings (its metadata.annotations)
+Node = tuple[datetime, datetime | None, str, dict[str, str]]
 
 
 def leavers(count: int, rng: random.Random) -> list[Node]:
@@ -123,8 +125,18 @@ SHAPES: dict[str, Callable[[int, random.Random], list[Node]]] = {
 }
 
 
-def day(shape: str, count: int) -> dict:
-    """A timeline of one day of this shape, as `node-holder simulate` reads it."""
+def write_day(folder: str, shape: str, count: int) -> list[str]:
+    """One day of this shape as `node-holder simulate` reads it: a timeline and, beside it, a
+    NodePool list with the NodePools' own settings. Returns the two paths."""
+    timeline, nodepools = day(shape, count)
+    paths = [Path(folder, f"{shape}-{count}.json"), Path(folder, f"{shape}-{count}-pools.json")]
+    for path, data in zip(paths, (timeline, nodepools), strict=True):
+        path.write_text(json.dumps(data))
+    return [str(p) for p in paths]
+
+
+def day(shape: str, count: int) -> tuple[dict, dict]:
+    """A timeline of one day of this shape, and its NodePool list."""
     stamp = "%Y-%m-%dT%H:%M:%SZ"
     made = sorted(SHAPES[shape](count, random.Random(31)), key=lambda n: n[0])
     nodes = [
@@ -133,12 +145,17 @@ def day(shape: str, count: int) -> dict:
             "created": created.strftime(stamp),
             "deleted": deleted and deleted.strftime(stamp),
             "labels": {POOL: pool},
-            **({"annotations": own} if own else {}),
         }
-        for i, (created, deleted, pool, own) in enumerate(made)
+        for i, (created, deleted, pool, _) in enumerate(made)
     ]
     end = DAY + timedelta(days=1)
-    return {"start": DAY.strftime(stamp), "end": end.strftime(stamp), "nodes": nodes}
+    own = {pool: settings for _, _, pool, settings in made}
+    items = [
+        {"kind": "NodePool", "metadata": {"name": pool, "annotations": settings}}
+        for pool, settings in sorted(own.items())
+    ]
+    timeline = {"start": DAY.strftime(stamp), "end": end.strftime(stamp), "nodes": nodes}
+    return timeline, {"apiVersion": "v1", "kind": "List", "items": items}
 
 
 def cpu(work: Callable[[], object], repeat: int) -> tuple[float, object]:
@@ -152,9 +169,9 @@ def cpu(work: Callable[[], object], repeat: int) -> tuple[float, object]:
     return statistics.median(seconds), done
 
 
-def scaling(path: Path, repeat: int) -> tuple[int, float, list[float]]:
-    """(nodes, seconds to load the file, seconds each configuration's replay takes)."""
-    load, timeline = cpu(lambda: load_timeline([str(path)]), repeat)
+def scaling(paths: list[str], repeat: int) -> tuple[int, float, list[float]]:
+    """(nodes, seconds to load the files, seconds each configuration's replay takes)."""
+    load, timeline = cpu(lambda: load_timeline(paths), repeat)
     assert isinstance(timeline, Timeline)
     base = HoldSettings(hold_duration=timedelta(minutes=20))
     holds = [base, *parse_compare(COMPARE, base)]
@@ -204,9 +221,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-simulate-") as tmp:
         for shape in shapes:
             for size in sizes:
-                path = Path(tmp, f"{shape}-{size}.json")
-                path.write_text(json.dumps(day(shape, size)))
-                nodes, load, replays = scaling(path, args.repeat)
+                nodes, load, replays = scaling(write_day(tmp, shape, size), args.repeat)
                 mean = statistics.mean(replays)
                 cells = " ".join(f"{s:>16.2f}" for s in replays)
                 ratio = mean / load
@@ -221,11 +236,9 @@ def main() -> int:
         for size, options, goal in TARGETS:
             configurations = 5 if options else 1
             for shape in shapes:
-                path = Path(tmp, f"{shape}-{size}.json")
-                if not path.exists():
-                    path.write_text(json.dumps(day(shape, size)))
+                paths = write_day(tmp, shape, size)
                 for label, checkout in checkouts.items():
-                    runs = [whole(checkout, [str(path), *options]) for _ in range(args.repeat)]
+                    runs = [whole(checkout, [*paths, *options]) for _ in range(args.repeat)]
                     wall, used = (statistics.median(r[k] for r in runs) for k in (0, 1))
                     print(
                         f"  {shape:<8} {size:>6,} nodes x {configurations} configuration(s) "

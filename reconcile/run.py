@@ -21,6 +21,7 @@ from reconcile.rule import budget
 from reconcile.rule.decide import (
     MAX_EVENTS,
     NodePatch,
+    Observed,
     Plan,
     Reason,
     Transition,
@@ -80,10 +81,10 @@ def run_once(
     with _gc_paused():
         # NodePools first: each node view is built with its NodePool's own settings.
         pools = read_pools(kube, hold, run, pace)
-        hold = replace(hold, nodepools=pools.settings)
-        listing = read_nodes(kube, hold, run, pace)
-        hold = replace(hold, budgeted=budget.budgeted(pools.views, listing.nodes, hold))
-        plan = decide(listing.nodes, listing.now, hold, run.mode)
+        listing = read_nodes(kube, hold, run, pace, pools.nodepool_settings or {})
+        budgeted = budget.budgeted(pools.views, listing.nodes, hold)
+        observed = Observed(pools.nodepool_settings, budgeted)
+        plan = decide(listing.nodes, listing.now, hold, run.mode, observed)
         patches = tuple(filter(None, (budget.decide_pool(p, plan) for p in pools.views)))
         pools = replace(pools, patches=patches)
     found = {d.node for d in plan.decisions} if run.only else set()  # pin, unpin: a few nodes
@@ -94,8 +95,8 @@ def run_once(
     if fallen := frozenset(r.patch.pool.name for r in pools.fallbacks):
         # auto: a NodePool that cannot take its entry has its nodes held by annotation, now.
         with _gc_paused():
-            hold = replace(hold, budgeted=hold.budgeted - fallen)
-            plan = decide(listing.nodes, listing.now, hold, run.mode)
+            observed = replace(observed, budgeted=observed.budgeted - fallen)
+            plan = decide(listing.nodes, listing.now, hold, run.mode, observed)
     del listing.nodes[:]  # the plan keeps what it needs; let the views go
     result = RunResult(plan, listing, run.dry_run, requests=kube.requests, missing=missing)
     if run.dry_run:

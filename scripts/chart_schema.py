@@ -101,7 +101,7 @@ _KINDS = {
     "label": (),
     "choice": ("choices",),
     "integer": ("low", "high"),
-    "number": ("low", "high", "auto"),
+    "number": ("low", "high"),
     "boolean": (),
 }
 
@@ -418,8 +418,7 @@ def accepts(setting: options.Setting) -> str:
     if kind.name == "integer":
         return f"an integer, {facts['low']:,} to {facts['high']:,}"
     if kind.name == "number":
-        auto = "`auto` or " if facts["auto"] else ""
-        return f"{auto}a number, {facts['low']:,g} to {facts['high']:,g}"
+        return f"a number, {facts['low']:,g} to {facts['high']:,g}"
     return _ACCEPTS[kind.name]
 
 

@@ -97,10 +97,9 @@ def integer(low: int, high: int) -> Kind[int]:
     return Kind("integer", parse, low=low, high=high, metavar="N")
 
 
-def rate(high: float) -> Kind[float | None]:
-    """A number of writes a second, or auto (None)."""
-    parse = functools.partial(s.parse_rate, high=high)
-    return Kind("number", parse, low=0, high=high, auto=True, metavar="N")
+def number(low: float, high: float) -> Kind[float]:
+    parse = functools.partial(s.parse_number, low=low, high=high)
+    return Kind("number", parse, low=low, high=high, metavar="N")
 
 
 def _given(text: str) -> str:
@@ -288,10 +287,10 @@ WORKERS = Setting(
 QPS = Setting(
     "--qps",
     "NODE_HOLDER_QPS",
-    rate(10_000),
-    "Node writes a second at most; auto: max(200, nodes/300). Halved on 429 and 5xx "
-    "answers, then recovers slowly; reconcile ends a hold at half the rate. 0: no limit.",
-    "auto",
+    number(0, 10_000),
+    "Node writes a second at most. Halved on 429 and 5xx answers, then recovers slowly; "
+    "reconcile ends a hold at half the rate. 0: no limit.",
+    "200",
 )
 EVENTS = Setting(
     "--events/--no-events",
@@ -371,8 +370,8 @@ COMPARE = Setting(
     None,
     COLUMNS,
     "Also replay these configurations, side by side: hold durations, each optionally "
-    "with /SCOPE, /max=DURATION and a NodePool's own /pool:NAME=DURATION or "
-    "/pool:NAME:max=DURATION, e.g. 10m,40m,20m/group,20m/max=1h,20m/pool:batch=45m. "
+    "with /SCOPE, /max=DURATION and, as if NodePool NAME carried them, /nodepool:NAME=DURATION "
+    "or /nodepool:NAME:max=DURATION, e.g. 10m,40m,20m/group,20m/max=1h,20m/nodepool:batch=45m. "
     "What a column leaves out comes from the options above.",
     "",
     metavar="COLUMNS",

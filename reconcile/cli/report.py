@@ -30,7 +30,10 @@ from reconcile.rule.decide import (
     Transition,
 )
 from reconcile.rule.settings import (
+    DEFAULT_GROUP_LABEL,
     KNOWN_HOLD_KEYS,
+    NODE_HOLD,
+    NODE_MAX_HOLD,
     HoldSettings,
     Mechanism,
     Mode,
@@ -555,17 +558,23 @@ def bad_values(plan: Plan) -> list[str]:
     ]
 
 
-def template_settings(plan: Plan) -> str | None:
-    """Karpenter nodes that take a hold setting from their own annotation: their NodePool's
-    template put it there, and editing the template replaces every node of the pool."""
-    if not plan.template_pools:
+def settings_on_nodes(plan: Plan) -> str | None:
+    """Nodes that carry a NodePool's hold settings themselves (copied from its template, say):
+    not read there. Names the NodePools that should carry them, and those not listed."""
+    if not plan.settings_on_nodes:
         return None
-    pools = _names([f"nodepool/{p}" for p in plan.template_pools])
+    listed = plan.observed.nodepool_settings
+    pools = [p for p in plan.settings_on_nodes if p]
+    missing = [f"nodepool/{p}" for p in pools if listed is not None and p not in listed]
+    there = [f"nodepool/{p}" for p in pools if f"nodepool/{p}" not in missing]
+    parts = [f"set them on {_names(there)}"] if there else []
+    if missing:
+        parts.append(f"{_names(missing)} (the nodes' {DEFAULT_GROUP_LABEL}): missing, not listed")
+    if "" in plan.settings_on_nodes:
+        parts.append(f"nodes without a {DEFAULT_GROUP_LABEL} label take the options")
     return (
-        f"{pools}: hold settings come from the NodePool's "
-        "spec.template.metadata.annotations (copied onto its nodes); editing them there "
-        "drifts the pool (Karpenter replaces every node): move them to the NodePool's own "
-        "metadata.annotations (docs/design.md#hold-settings-per-nodepool)"
+        f"{NODE_HOLD} and {NODE_MAX_HOLD} on nodes are not read, only in a NodePool's own "
+        f"metadata.annotations: {'; '.join(parts)} (docs/design.md#hold-settings-per-nodepool)"
     )
 
 
@@ -592,12 +601,11 @@ def warnings(result: RunResult, command: str) -> list[str]:
     run), a hold edge too large, and a dry run's holds left in place (a dry run removes nothing:
     they stay until a real run or a release)."""
     found = [*unheeded(result.plan), *bad_values(result.plan)]
-    if template := template_settings(result.plan):
-        found.append(template)
+    if on_nodes := settings_on_nodes(result.plan):
+        found.append(on_nodes)
     if result.pools.unread:
         found.append(
-            f"NodePools not read ({result.pools.unread}): hold settings from node annotations "
-            "and the options only"
+            f"NodePools not read ({result.pools.unread}): hold settings from the options only"
         )
     if result.pools.unreadable:
         found.append(

@@ -126,8 +126,9 @@ def patch_until_settled(
     """The one conflict loop, for a node's patch and a NodePool's: send (its resourceVersion a
     precondition); changed since read: read again and decide again (`decide_again`: the next
     patch, or how it ended, given why the send did not land), at most MAX_CONFLICTS times. A
-    stop, the deadline or a `refused` identity starts no new try. Returns the patch last sent,
-    how it ended (`gave_up`: the words for too many conflicts), and how many it met."""
+    stop or a `refused` identity starts no new try (nor does the deadline: Pace.retry). Returns
+    the patch last sent, how it ended (`gave_up`: the words for too many conflicts), and how
+    many it met."""
     current, conflicts = planned, 0
     while True:
         outcome, why = _stopped(pace, refused) or send(current)
@@ -143,11 +144,10 @@ def patch_until_settled(
 
 
 def _stopped(pace: Pace, refused: Sequence[str]) -> Ended | None:
-    """A stop request, the deadline or a refused identity: start nothing new."""
+    """A stop request or a refused identity: start nothing new. (A send that cannot start in
+    time is the pace's to say: Deferred, or DeadlineExceeded for a retry.)"""
     if pace.stop.is_set():
         return Outcome.NOT_SENT, "stopped by signal"
-    if pace.deadline.expired:
-        return Outcome.NOT_SENT, "run timeout reached"
     if refused:
         return Outcome.NOT_SENT, "not sent after the API refused our identity"
     return None
@@ -200,7 +200,7 @@ class _Patcher:
     def _decide_again(self, patch: NodePatch, _why: str | None) -> NodePatch | Ended:
         """The node as it is now, decided again: the next patch, or how it ended."""
         try:
-            fresh = read_node(self.kube, patch.node, self.plan.hold, self.pace)
+            fresh = read_node(self.kube, patch.node, self.plan, self.pace)
         except (ApiError, TransportError, MalformedNode) as exc:
             return Outcome.FAILED, explain(exc)
         except (Interrupted, DeadlineExceeded) as exc:
@@ -219,16 +219,15 @@ def apply_plan(
     pace: Pace,
     on_result: Callable[[NodeResult], None] | None = None,
 ) -> ApplyResult:
-    """Send the patches of the plan, in `write_order`, at the rate the limiter fits to the
-    cluster, as many as fit the time left (`planned`); the others, and those that cannot start
-    in time after slow answers, are left for the next run (Outcome.LEFT). Never raises for a
-    single node's failure. `on_result` hears each node's result as soon as it is known, one at
-    a time: a run killed later still leaves those lines in its log."""
+    """Send the patches of the plan, in `write_order`, at the pace's rate, until one cannot
+    start in time to be answered (Deferred, RateLimiter.acquire): that one and the rest are left
+    for the next run (Outcome.LEFT), so the nodes left are the last in write order (but for
+    patches the other workers had already started). Never raises for a single node's failure.
+    `on_result` hears each node's result as soon as it is known, one at a time: a run killed
+    later still leaves those lines in its log."""
     patches = write_order(plan)
     if not patches:
         return ApplyResult(())
-    pace.limiter.fit(len(plan.decisions))
-    patches, left = planned(plan, patches, pace.write_capacity())
     patcher = _Patcher(plan, kube, pace, time.monotonic())
     results: list[NodeResult | None] = [None] * len(patches)
     upcoming = iter(enumerate(patches))
@@ -241,16 +240,15 @@ def apply_plan(
             if patch is None:
                 return
             try:
-                if pace.too_late_to_write():  # slow answers, a halved rate: the time is up
-                    result = NodeResult(patch.node, Outcome.LEFT, patch)
-                else:
-                    result = patcher.patch(patch)
+                result = patcher.patch(patch)
             except Exception as exc:  # one node's surprise must not sink the others' patches
                 log.debug("node/%s: unexpected error", patch.node, exc_info=True)
                 error = f"{type(exc).__name__}: {exc}"
                 result = NodeResult(patch.node, Outcome.FAILED, patch, error=error)
             results[index] = result
-            if on_result is not None and result.outcome is not Outcome.LEFT:  # counted, once
+            if result.outcome is Outcome.LEFT:
+                return  # the first patch left ends the sending: the later ones are left with it
+            if on_result is not None:
                 with report:
                     try:
                         on_result(result)
@@ -265,8 +263,10 @@ def apply_plan(
         thread.start()
     for thread in threads:
         thread.join()
-    done = tuple(r for r in results if r is not None)
-    done += tuple(NodeResult(p.node, Outcome.LEFT, p) for p in left)
+    done = tuple(
+        NodeResult(p.node, Outcome.LEFT, p) if r is None else r
+        for r, p in zip(results, patches, strict=True)
+    )
     return ApplyResult(
         done,
         interrupted=pace.stop.is_set(),
@@ -280,19 +280,6 @@ def write_cost(plan: Plan, patch: NodePatch) -> int:
     nodes go back to consolidation gently. `release` removes at the full rate."""
     ending = plan.mode is Mode.RECONCILE and patch.removed and not patch.added
     return 2 if ending else 1
-
-
-def planned(
-    plan: Plan, patches: list[NodePatch], capacity: float
-) -> tuple[list[NodePatch], list[NodePatch]]:
-    """The first patches whose costs fit `capacity` (the write tokens the time left allows),
-    and the rest, left for the next run."""
-    spent = 0.0
-    for index, patch in enumerate(patches):
-        spent += write_cost(plan, patch)
-        if spent > capacity:
-            return patches[:index], patches[index:]
-    return patches, []
 
 
 def write_order(plan: Plan) -> list[NodePatch]:

@@ -5,7 +5,7 @@ reads it again and decides again, as a 409 on a node."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from reconcile.cluster.apply import (
     SENT_ERRORS,
@@ -22,7 +22,7 @@ from reconcile.cluster.read import ListFailed
 from reconcile.rule import budget
 from reconcile.rule.budget import PoolPatch, PoolView, decide_pool, pool_view
 from reconcile.rule.decide import Plan
-from reconcile.rule.nodes import PoolSettings, pool_settings
+from reconcile.rule.nodes import NodePoolSettings, nodepool_settings
 from reconcile.rule.settings import HoldSettings, Mechanism, Mode, RunSettings
 
 
@@ -41,7 +41,8 @@ class Pools:
     """The NodePools one run read, the changes it plans on them, and how they landed."""
 
     views: tuple[PoolView, ...] = ()
-    settings: PoolSettings = field(default_factory=dict)  # their own hold settings
+    #: Every NodePool listed, with its own hold settings; None: not read
+    nodepool_settings: NodePoolSettings | None = None
     unread: str | None = None  # not read (no CRD: 404; no RBAC: 403): why
     unreadable: str | None = None  # release without the rights to read them: why
     patches: tuple[PoolPatch, ...] = ()
@@ -64,7 +65,7 @@ class Pools:
 def read_pools(kube: Client, hold: HoldSettings, run: RunSettings, pace: Pace) -> Pools:
     """Every NodePool, one list a run: their own hold settings, and for budgets and release
     their spec (else their metadata alone). Pin and unpin read none. No NodePool API (404) or
-    no right to list them (403): the settings are the nodes' and the options', said once.
+    no right to list them (403): the settings are the options', said once.
     Any other failure: the run changes nothing (ListFailed), as for the node list; going on
     with the options could end a NodePool's longer hold early."""
     if run.only:
@@ -83,7 +84,7 @@ def read_pools(kube: Client, hold: HoldSettings, run: RunSettings, pace: Pace) -
             return Pools(unread=explain(exc))
         raise ListFailed(f"cannot list NodePools: {explain(exc)}; nothing was changed") from None
     views = tuple(pool_view(item) for item in items) if whole else ()
-    return Pools(views, pool_settings(items))
+    return Pools(views, nodepool_settings(items))
 
 
 def apply_pools(

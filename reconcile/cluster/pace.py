@@ -12,7 +12,6 @@ import math
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.client import responses
@@ -33,8 +32,8 @@ class DeadlineExceeded(Exception):
 
 
 class Deferred(DeadlineExceeded):
-    """Too little of the run's time is left to send a write and hear its answer: the write is
-    left for the next run, by design (docs/design.md, "Patches and concurrency")."""
+    """A write that could not start in time to be answered before the deadline: it is left for
+    the next run, by design (docs/design.md, "Patches and concurrency")."""
 
 
 def explain(exc: Exception) -> str:
@@ -49,10 +48,10 @@ def explain(exc: Exception) -> str:
 
 
 class Deadline:
-    """The per-run time budget; every wait and every request timeout is cut to fit it."""
+    """The run's deadline (--timeout); every wait and every request timeout is cut to fit it."""
 
     def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
+        self.seconds, self._clock = seconds, clock
         self._end = clock() + seconds
 
     def remaining(self) -> float:
@@ -79,73 +78,53 @@ class Backoff:
         return self.rng.uniform(0, min(self.cap, self.base * 2**attempt))
 
 
-#: The default write rate (`--qps auto`): max(200, nodes / 300) a second, about what the
-#: kubelets' own Node status updates (one per node every 5 minutes) already cost the control plane.
-AUTO_QPS, AUTO_NODES_PER_QPS = 200.0, 300
 #: Back-off: the API server's own word that it is overloaded, a 429 (API Priority and Fairness)
-#: or a 5xx, halves the rate (at most once a second, never below MIN_QPS); each write it answers
-#: gives back RECOVERY of the ceiling per second since the last change (half to full: 15 s).
-#: How long an answer took is no signal: the client cannot tell a slow server from its own
+#: or a 5xx, halves the rate (at most once a second, never below MIN_QPS); from then on each
+#: write it answers gives back RECOVERY of the ceiling per second since the cut (half to full:
+#: 15 s). How long an answer took is no signal: the client cannot tell a slow server from its own
 #: slowness (a starved CPU, the other workers holding the GIL), which a latency also measures.
 RECOVERY, MIN_QPS = 1 / 30, 1.0
-#: The time kept at the end of a run for the last writes' answers: the p95 of the run's last
-#: SAMPLES answers, never less than ANSWER_FLOOR seconds. A write that cannot start before then
-#: is left for the next run, so a run never cuts a write it sent.
-SAMPLES, ANSWER_FLOOR = 20, 0.5
 
 
 class RateLimiter:
     """A token bucket shared by the workers: at most `qps` writes a second on average, backing
-    off under pressure, never above `ceiling` (the --qps given, or the auto rate once `fit`
-    knows the cluster's size). A rate of 0 is no limit, and nothing to adapt."""
+    off under pressure, never above `ceiling` (the --qps given). A rate of 0 is no limit, and
+    nothing to adapt."""
 
-    def __init__(
-        self, qps: float | None, burst: int, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.auto = qps is None
-        self.ceiling = self.qps = AUTO_QPS if qps is None else qps
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ceiling = self.qps = self._halved = qps
         self.burst = max(burst, 1)
         self.clock = clock
         self._tokens = float(self.burst)
-        self._stamp = self._changed = clock()
+        self._stamp = clock()
         self._cut = -math.inf
         self._lock = threading.Lock()
-
-    def fit(self, nodes: int) -> None:
-        """The auto rate for a cluster of `nodes`; a --qps given stays as it is."""
-        if self.auto:
-            with self._lock:
-                self.ceiling = self.qps = max(AUTO_QPS, nodes / AUTO_NODES_PER_QPS)
 
     def _refill(self, now: float) -> None:
         self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
         self._stamp = now
 
-    def capacity(self, seconds: float) -> float:
-        """The tokens there are to spend in the next `seconds`, at the rate as it is now."""
-        if self.qps <= 0:
-            return math.inf
-        with self._lock:
-            self._refill(self.clock())
-            return self._tokens + self.qps * max(seconds, 0.0)
-
     def acquire(
         self, deadline: Deadline, stop: threading.Event, cost: float = 1.0, reserve: float = 0.0
     ) -> None:
-        """Wait for `cost` tokens; beyond the burst, the tokens go into debt for the next. A
-        wait that would end less than `reserve` seconds (> 0) before the deadline: Deferred."""
-        if self.qps <= 0:
-            return
+        """Wait for `cost` tokens; beyond the burst, the tokens go into debt for the next.
+
+        The one place a write is left for the next run: a first try, whose `reserve` is the
+        pace's end-of-run margin, that cannot start `reserve` seconds before the deadline (its
+        tokens come later, or the time is up) raises Deferred; a retry (`reserve` 0) that cannot
+        start before the deadline, DeadlineExceeded."""
         needed = min(cost, self.burst)
         while True:
             with self._lock:
-                self._refill(self.clock())
-                if self._tokens >= needed - 1e-9:  # float dust must not mean another wait
+                wait = 0.0
+                if self.qps > 0:
+                    self._refill(self.clock())
+                    wait = max(needed - self._tokens, 0.0) / self.qps
+                if wait >= deadline.remaining() - reserve:
+                    raise Deferred("margin") if reserve else DeadlineExceeded("rate limit")
+                if wait < 1e-9:  # float dust must not mean another wait
                     self._tokens -= cost
                     return
-                wait = (needed - self._tokens) / self.qps
-            if wait >= deadline.remaining() - reserve:
-                raise Deferred("rate limit") if reserve else DeadlineExceeded("rate limit")
             if stop.wait(wait):
                 raise Interrupted("rate limit")
 
@@ -158,27 +137,12 @@ class RateLimiter:
             now = self.clock()
             self._refill(now)  # the tokens so far at the rate so far
             if refused is None:
-                grown = self.qps + self.ceiling * RECOVERY * (now - self._changed)
-                self.qps, self._changed = min(self.ceiling, grown), now
+                grown = self._halved + self.ceiling * RECOVERY * (now - self._cut)
+                self.qps = min(self.ceiling, grown)
             elif now - self._cut >= 1.0:
-                self.qps = max(self.qps / 2, min(MIN_QPS, self.ceiling))
-                self._cut = self._changed = now
+                self.qps = self._halved = max(self.qps / 2, min(MIN_QPS, self.ceiling))
+                self._cut = now
                 log.info("node writes slowed to %.3g/s (%s)", self.qps, refused)
-
-
-class Answers:
-    """How long the run's writes took to be answered, the last SAMPLES of them."""
-
-    def __init__(self) -> None:
-        self._seconds: deque[float] = deque(maxlen=SAMPLES)
-
-    def record(self, seconds: float) -> None:
-        self._seconds.append(seconds)  # deque.append is thread-safe
-
-    def margin(self) -> float:
-        """The time to keep for a write's answer: the p95 so far, at least ANSWER_FLOOR."""
-        seen = sorted(self._seconds)
-        return max(ANSWER_FLOOR, seen[math.ceil(0.95 * len(seen)) - 1] if seen else 0.0)
 
 
 @dataclass(frozen=True)
@@ -192,7 +156,6 @@ class Pace:
     deadline: Deadline
     stop: threading.Event
     request_timeout: float
-    answers: Answers = field(default_factory=Answers, compare=False)
 
     @classmethod
     def start(
@@ -201,11 +164,11 @@ class Pace:
         request_timeout: float,
         *,
         workers: int = 1,
-        qps: float | None = 0.0,
+        qps: float = 0.0,
         stop: threading.Event | None = None,
         backoff: Backoff | None = None,
     ) -> Pace:
-        """A pace whose deadline starts now; `qps` 0 leaves writes unlimited, None: auto."""
+        """A pace whose deadline starts now; `qps` 0 leaves writes unlimited."""
         return cls(
             workers=workers,
             limiter=RateLimiter(qps, burst=workers),
@@ -215,39 +178,35 @@ class Pace:
             request_timeout=request_timeout,
         )
 
-    def write_capacity(self) -> float:
-        """The write tokens this run can still spend and hear answered (math.inf: no limit)."""
-        return self.limiter.capacity(self.deadline.remaining() - self.answers.margin())
-
-    def too_late_to_write(self) -> bool:
-        """Whether a write started now might be answered after the deadline."""
-        return self.deadline.remaining() <= self.answers.margin()
+    @property
+    def margin(self) -> float:
+        """The end of the run kept for the last writes' answers: --request-timeout, at most a
+        quarter of the run's deadline (--timeout). A write that cannot start before it is left
+        for the next run (RateLimiter.acquire), so a run never cuts a write it sent."""
+        return min(self.request_timeout, self.deadline.seconds / 4)
 
     def retry(
         self, call: Callable[[float], T], what: str, *, write: bool = False, cost: float = 1.0
     ) -> T:
-        """Run `call(timeout)` until it succeeds, a non-transient error, or the budget ends.
+        """Run `call(timeout)` until it succeeds, a non-transient error, or the deadline.
 
         A `write` waits for `cost` tokens of the rate limit before each try, and its answer
-        (a 429 or a 5xx, or any other) steers the rate; a write whose first try cannot start in
-        time to be answered before the deadline raises Deferred. Transient: 429 (after its
-        Retry-After), 5xx, and transport errors (reset, refused, timed out). Anything else (400,
-        401, 403, 404, 409, 410, 422) is the caller's to handle and is raised at once.
+        (a 429 or a 5xx, or any other) steers the rate; a write whose first try cannot start
+        before the end-of-run `margin` raises Deferred (RateLimiter.acquire). Transient: 429
+        (after its Retry-After), 5xx, and transport errors (reset, refused, timed out). Anything
+        else (400, 401, 403, 404, 409, 410, 422) is the caller's to handle and is raised at once.
         """
         attempt = 0
         while True:
             if self.stop.is_set():
                 raise Interrupted(what)
             if write:
-                reserve = self.answers.margin() if attempt == 0 else 0.0
+                reserve = self.margin if attempt == 0 else 0.0
                 self.limiter.acquire(self.deadline, self.stop, cost, reserve)
-                if attempt == 0 and self.too_late_to_write():
-                    raise Deferred(what)
             remaining = self.deadline.remaining()
             if remaining <= 0:
                 raise DeadlineExceeded(what)
             refused = None  # the server's word that it is overloaded: a 429 or a 5xx
-            started = self.limiter.clock()
             try:
                 return call(min(self.request_timeout, remaining))
             except (TooManyRequests, ServerError) as exc:
@@ -258,7 +217,6 @@ class Pace:
                 error, retry_after = exc, None
             finally:
                 if write:
-                    self.answers.record(self.limiter.clock() - started)
                     self.limiter.observe(refused)
             attempt += 1
             if attempt >= self.backoff.attempts:

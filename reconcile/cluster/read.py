@@ -15,14 +15,15 @@ from typing import Any
 from reconcile.cluster.client import Client, Page
 from reconcile.cluster.errors import ApiError, Gone, NotFound, TransportError
 from reconcile.cluster.pace import DeadlineExceeded, Interrupted, Pace, explain
-from reconcile.rule.nodes import MalformedNode, NodeView, node_view
+from reconcile.rule.decide import Plan
+from reconcile.rule.nodes import MalformedNode, NodePoolSettings, NodeView, node_view
 from reconcile.rule.settings import HoldSettings, RunSettings
 
 log = logging.getLogger(__name__)
 
 LIST_RESTARTS = 3  # a continue token that expired (410) restarts the list this often
 #: A list page is sized to hold about this many bytes (at most --page-size nodes): memory
-#: follows the budget, not the size of the annotations people put on nodes.
+#: follows the page size in bytes, not the size of the annotations people put on nodes.
 PAGE_BYTES = 4 * 2**20
 FIRST_PAGE = 20  # nodes in the first page, before anything is known about their size
 MIN_PAGE = 10
@@ -51,18 +52,23 @@ class Listing:
 View = Callable[[dict[str, Any]], NodeView]
 
 
-def _viewer(hold: HoldSettings) -> View:
+def _viewer(hold: HoldSettings, nodepool_settings: NodePoolSettings) -> View:
     """Views that keep the annotations and labels the decision reads (and this tool's own
-    annotations: nodes.node_view), with each node's own hold settings: its NodePool's
-    (`hold.nodepools`), else its annotations."""
-    annotations, labels, pools = frozenset(hold.annotations), hold.label_keys, hold.nodepools
-    return lambda metadata: node_view(metadata, annotations, labels, pools)
+    annotations: nodes.node_view), with their NodePool's own hold settings."""
+    annotations, labels = frozenset(hold.annotations), hold.label_keys
+    return lambda metadata: node_view(metadata, annotations, labels, nodepool_settings)
 
 
-def read_nodes(kube: Client, hold: HoldSettings, run: RunSettings, pace: Pace) -> Listing:
+def read_nodes(
+    kube: Client,
+    hold: HoldSettings,
+    run: RunSettings,
+    pace: Pace,
+    nodepool_settings: NodePoolSettings,
+) -> Listing:
     """Every node, or with `run.only` (pin, unpin) the named ones that exist, or an
     exception: a partial reading is never returned."""
-    view = _viewer(hold)
+    view = _viewer(hold, nodepool_settings)
     doing = "read the named nodes" if run.only else "list nodes"
     restarts = 0
     while True:
@@ -138,10 +144,11 @@ def _failed(exc: Exception, doing: str) -> ListFailed:
     return ListFailed(f"cannot {doing}: {explain(exc)}; nothing was changed")
 
 
-def read_node(kube: Client, name: str, hold: HoldSettings, pace: Pace) -> NodeView | None:
-    """One node read again (after a 409); None if it is gone."""
+def read_node(kube: Client, name: str, plan: Plan, pace: Pace) -> NodeView | None:
+    """One node read again (after a 409), as the run read it; None if it is gone."""
     found = _get(kube, name, pace)
-    return None if found is None else _viewer(hold)(found.items[0])
+    view = _viewer(plan.hold, plan.observed.nodepool_settings or {})
+    return None if found is None else view(found.items[0])
 
 
 def _get(kube: Client, name: str, pace: Pace) -> Page | None:

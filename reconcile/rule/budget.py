@@ -193,7 +193,7 @@ def decide_pool(pool: PoolView, plan: Plan) -> PoolPatch | None:
     every other copy of this tool's entry (stripped by a conversion) and a record naming none
     go. Adding again, in the same stretch, an entry someone else removed: restored."""
     window = window_of(pool.name, plan)
-    on_budget = plan.hold.mechanism is Mechanism.BUDGET or pool.name in plan.hold.budgeted
+    on_budget = plan.hold.mechanism is Mechanism.BUDGET or pool.name in plan.observed.budgeted
     held = plan.mode is Mode.RECONCILE and on_budget and window.held
     entry = budget_entry(window.stretch_start, window.hold_until) if held else None  # type: ignore[arg-type]
     current = pool.entry

@@ -18,10 +18,11 @@ from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from reconcile.rule.nodes import (
-    NO_OWN,
+    NodePoolOwn,
+    NodePoolSettings,
     NodeView,
-    OwnSettings,
     claimed_keys,
+    parse_own,
     pinned_keys,
     shown,
 )
@@ -73,8 +74,8 @@ class HoldWindow:
     free_until: datetime | None = None  # after a capped stretch: no hold before this
     duration: timedelta = timedelta(0)  # the longest own hold of its stretch: its free period
     max_hold: timedelta | None = None  # the smallest cap of its trigger nodes (None: no cap)
-    #: where those come from: `nodepool/x` (its metadata.annotations), `node/x` (that node's
-    #: annotation); None: --hold-duration, --max-hold
+    #: where those come from: `nodepool/x` (its metadata.annotations); None: --hold-duration,
+    #: --max-hold
     sources: tuple[str | None, str | None] = (None, None)
     reach: datetime | None = None  # when the last trigger node's own hold ends, uncapped
     bound: timedelta = timedelta(0)  # the longest hold duration of its nodes (forged stamps)
@@ -149,6 +150,17 @@ class Transition:
 
 
 @dataclass(frozen=True)
+class Observed:
+    """What a run found in the cluster besides its nodes, which decide() reads beside the
+    settings: the NodePools it listed, with their own hold settings (None: not read), and with
+    --mechanism auto those whose budget entry holds their nodes, not annotations
+    (rule/budget.py)."""
+
+    nodepool_settings: NodePoolSettings | None = None
+    budgeted: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class Plan:
     now: datetime
     hold: HoldSettings
@@ -156,10 +168,11 @@ class Plan:
     windows: tuple[HoldWindow, ...]
     decisions: tuple[NodeDecision, ...]
     transitions: tuple[Transition, ...] = ()
-    bad_values: tuple[tuple[str, str], ...] = ()  # (nodepool/x or node/x, why): a value not used
-    #: NodePools whose nodes take a setting from their own annotation, which Karpenter copied
-    #: from the template: editing it there replaces every node of the pool (drift)
-    template_pools: tuple[str, ...] = ()
+    bad_values: tuple[tuple[str, str], ...] = ()  # (nodepool/x, why): a value not used
+    #: The NodePools ("": none) of nodes that carry NODE_HOLD or NODE_MAX_HOLD themselves
+    #: (copied from a NodePool's template, say), which are read on NodePools only
+    settings_on_nodes: tuple[str, ...] = ()
+    observed: Observed = Observed()
     refused: tuple[tuple[str, str], ...] = ()  # (node, why): `pin` left it as it was
 
     @cached_property  # the report reads them several times a run: one pass over the nodes
@@ -180,7 +193,8 @@ class Plan:
         name = window_name(node, self.hold)
         planned = next((w for w in self.windows if w.name == name), None)
         found = planned or _window(name, [node], now, self.hold)
-        return decide_node(node, _stamped(found, [node], now, self.hold), self.hold, self.mode, now)
+        window = _stamped(found, [node], now, self.hold)
+        return decide_node(node, window, self.hold, self.mode, now, self.observed.budgeted)
 
 
 def marker_value(keys: Iterable[str]) -> str | None:
@@ -227,44 +241,45 @@ def window_name(node: NodeView, hold: HoldSettings) -> str:
 
 
 class Own(NamedTuple):
-    """A node's own hold settings against the configured ones: the values that apply."""
+    """A node's hold settings: its NodePool's own within the configured ones, those that apply."""
 
     duration: timedelta
     cap: timedelta | None
-    sources: tuple[str | None, str | None] = (None, None)  # `nodepool/x`, `node`; None: option
-    bad: tuple[tuple[str, str], ...] = ()  # (source, why): its values that are not used
+    sources: tuple[str | None, str | None] = (None, None)  # `nodepool/x`; None: the option
+    bad: tuple[tuple[str, str], ...] = ()  # (source, why): its NodePool's values not used
 
 
 def own_settings(node: NodeView, hold: HoldSettings) -> Own:
-    """The node's settings as parsed when its view was built (rule/nodes.py), within the
-    configured ones; no text is parsed here."""
-    if node.own is NO_OWN:
+    """The hold settings that apply to `node`: its NodePool's own (docs/design.md, "Hold
+    settings per NodePool"), else the configured ones."""
+    if node.own is None:
         return Own(hold.hold_duration, hold.max_hold)  # most nodes, every run
     return _own(node.own, hold.hold_duration, hold.max_hold)
 
 
-@lru_cache(maxsize=256)  # a few values in a cluster, each read on many nodes every run
-def _own(own: OwnSettings, default: timedelta, cap0: timedelta | None) -> Own:
-    """The bounds of --max-hold: a node's cap is at least its hold, a node's hold at most the
-    configured cap that applies to it. A value out of bounds: the configured setting instead."""
-    duration = own.hold if own.hold_from else default
-    cap, sources, bad = cap0, [own.hold_from, None], list(own.bad)
-    if own.cap_from:
-        cap, sources[1] = own.cap, own.cap_from
-        if cap is not None and cap < duration:
-            why = f"is shorter than the hold ({format_duration(duration)})"
-            bad.append((own.cap_from, f"{NODE_MAX_HOLD}={shown(own.texts[1])} {why}"))
-            cap, sources[1] = cap0, None
-    if own.hold_from and cap is not None and duration > cap:  # the configured cap: shorter
+@lru_cache(maxsize=256)  # one per NodePool and configuration: shared by its nodes every run
+def _own(given: NodePoolOwn, default: timedelta, cap0: timedelta | None) -> Own:
+    """A NodePool's values, parsed, within the bounds of --max-hold: a cap is at least its
+    hold, a hold at most the configured cap. A bad value: the configured setting instead."""
+    source = f"nodepool/{given.pool}"
+    hold, hold_bad = parse_own(NODE_HOLD, given.hold) if given.hold is not None else (None, None)
+    cap, cap_bad = parse_own(NODE_MAX_HOLD, given.cap) if given.cap is not None else (None, None)
+    bad = [(source, why) for why in (hold_bad, cap_bad) if why]
+    duration = default if hold is None else hold
+    sources = [source if hold is not None else None, None]
+    if given.cap is None or cap_bad:
+        cap = cap0
+    elif cap is not None and cap < duration:
+        why = f"is shorter than the hold ({format_duration(duration)})"
+        bad.append((source, f"{NODE_MAX_HOLD}={shown(given.cap)} {why}"))
+        cap = cap0
+    else:
+        sources[1] = source  # (empty: no cap for its nodes)
+    if hold is not None and cap is not None and duration > cap:  # the configured cap: shorter
         why = f"is longer than --max-hold ({format_duration(cap)})"
-        bad.append((own.hold_from, f"{NODE_HOLD}={shown(own.texts[0])} {why}"))
+        bad.append((source, f"{NODE_HOLD}={shown(given.hold or '')} {why}"))
         duration, sources[0] = default, None
     return Own(duration, cap, (sources[0], sources[1]), tuple(bad))
-
-
-def source_of(source: str | None, node: str) -> str | None:
-    """Where a setting of `node` comes from, as the report names it: `nodepool/x`, `node/x`."""
-    return f"node/{node}" if source == "node" else source
 
 
 def _last_stretch(
@@ -353,7 +368,7 @@ def _window(
     bound, triggers = hold.hold_duration, []
     for node in members:
         own = plain
-        if node.own is not NO_OWN:
+        if node.own is not None:
             own = own_settings(node, hold)
             bound = max(bound, own.duration)
         if _triggers(node, own, hold):
@@ -394,10 +409,7 @@ def _window(
         nodes=len(members),
         duration=duration,
         max_hold=cap,
-        sources=(
-            source_of(longest.own.sources[0], longest.name),
-            source_of(capper.own.sources[1], capper.name),
-        ),
+        sources=(longest.own.sources[0], capper.own.sources[1]),
         reach=reach,
         bound=bound,
     )
@@ -458,10 +470,15 @@ def _stamped(
 
 
 def decide_node(
-    node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mode, now: datetime
+    node: NodeView,
+    window: HoldWindow,
+    hold: HoldSettings,
+    mode: Mode,
+    now: datetime,
+    budgeted: frozenset[str] = frozenset(),
 ) -> NodeDecision:
     """One node's decision: its hold keys and claims, then its stamps, in one patch. A node
-    its NodePool's budget entry holds (`budget`; `auto`: `hold.budgeted`) gets no annotation."""
+    its NodePool's budget entry holds (`budget`; `auto`: `budgeted`) gets no annotation."""
     if mode in (Mode.PIN, Mode.UNPIN):
         return _decide_pin(node, hold, mode, now)[0]
     annotations = node.annotations
@@ -471,7 +488,7 @@ def decide_node(
         and window.held
         and selected
         and not node.deleting
-        and not _on_budget(node, hold)
+        and not _on_budget(node, hold, budgeted)
     )
     created = node.created if node.created < now else now
     if not held and (node.deleting or window.free_until is None) and _unmarked(annotations, hold):
@@ -523,11 +540,9 @@ def decide_node(
     return NodeDecision(node.name, window.name, held, False, created, states, patch, selected)
 
 
-def _on_budget(node: NodeView, hold: HoldSettings) -> bool:
-    """Held by its NodePool's budget entry (`budget`; `auto`: `hold.budgeted`), not annotations."""
-    return (
-        hold.mechanism is Mechanism.BUDGET or node.labels.get(DEFAULT_GROUP_LABEL) in hold.budgeted
-    )
+def _on_budget(node: NodeView, hold: HoldSettings, budgeted: frozenset[str]) -> bool:
+    """Held by its NodePool's budget entry (`budget`; `auto`: `budgeted`), not annotations."""
+    return hold.mechanism is Mechanism.BUDGET or node.labels.get(DEFAULT_GROUP_LABEL) in budgeted
 
 
 @lru_cache(maxsize=8)  # one tuple a run, shared by every node that carries none of the keys
@@ -537,7 +552,7 @@ def _all_free(keys: tuple[str, ...]) -> tuple[tuple[str, KeyState], ...]:
 
 def _unmarked(annotations: Mapping[str, str], hold: HoldSettings) -> bool:
     """The node carries none of the annotations decide_node reads: no hold key, no claim,
-    pin or stamp (its NodePool's settings, say, are in its view's `own`)."""
+    pin or stamp."""
     return not annotations or not any(k in annotations for k in (*hold.annotations, *_MARKS))
 
 
@@ -700,29 +715,37 @@ def recorded_events(
 
 
 def decide(
-    nodes: Sequence[NodeView], now: datetime, hold: HoldSettings, mode: Mode = Mode.RECONCILE
+    nodes: Sequence[NodeView],
+    now: datetime,
+    hold: HoldSettings,
+    mode: Mode = Mode.RECONCILE,
+    observed: Observed = Observed(),
 ) -> Plan:
     """The whole decision for one run."""
     if mode in (Mode.PIN, Mode.UNPIN):
         pins = [_decide_pin(node, hold, mode, now) for node in nodes]
         refused = tuple((d.node, why) for d, why in pins if why)
         decisions = tuple(d for d, _ in pins)
-        return Plan(now, hold, mode, windows=(), decisions=decisions, refused=refused)
+        return Plan(now, hold, mode, (), decisions, refused=refused, observed=observed)
     names = [window_name(node, hold) for node in nodes]
     members: dict[str, list[NodeView]] = defaultdict(list)
-    bad = []
+    bad, on_nodes = [], set()
     for node, name in zip(nodes, names, strict=True):
         members[name].append(node)
-        if node.own is not NO_OWN:  # (most nodes have no settings of their own)
-            bad += ((source_of(s, node.name), why) for s, why in own_settings(node, hold).bad)
+        if node.own is not None:  # (most nodes' NodePools have no settings of their own)
+            bad += own_settings(node, hold).bad
+        if node.annotations and (
+            NODE_HOLD in node.annotations or NODE_MAX_HOLD in node.annotations
+        ):
+            on_nodes.add(node.labels.get(DEFAULT_GROUP_LABEL, ""))
     if hold.scope is Scope.CLUSTER and not members:
         members["cluster"] = []
     windows = {name: _window(name, group, now, hold) for name, group in sorted(members.items())}
     decisions = tuple(
-        decide_node(node, windows[name], hold, mode, now)
+        decide_node(node, windows[name], hold, mode, now, observed.budgeted)
         for node, name in zip(nodes, names, strict=True)
     )
-    templates = sorted({n.own.template for n in nodes if n.own.template})
+    reconcile = mode is Mode.RECONCILE
     return Plan(
         now=now,
         hold=hold,
@@ -730,6 +753,7 @@ def decide(
         windows=tuple(windows.values()),
         decisions=decisions,
         transitions=_transitions(windows, decisions, nodes, hold, mode),
-        bad_values=tuple(dict.fromkeys(bad)) if mode is Mode.RECONCILE else (),
-        template_pools=tuple(templates) if mode is Mode.RECONCILE else (),
+        bad_values=tuple(dict.fromkeys(bad)) if reconcile else (),
+        settings_on_nodes=tuple(sorted(on_nodes)) if reconcile else (),
+        observed=observed,
     )

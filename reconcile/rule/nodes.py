@@ -1,5 +1,5 @@
 """Node views: the few facts about a node that the decision reads, from its metadata (a few
-hundred bytes instead of ~10 KB), its own hold settings parsed once, and the ownership marker.
+hundred bytes instead of ~10 KB), its NodePool's own hold settings, and the ownership marker.
 A node whose creationTimestamp cannot be read is refused: the decision could not tell whether
 it is the youngest.
 """
@@ -7,7 +7,6 @@ it is the youngest.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from types import MappingProxyType
@@ -29,27 +28,17 @@ class MalformedNode(Exception):
     """A node whose metadata cannot be decided on (e.g. an unparseable timestamp)."""
 
 
-#: NodePool name -> the hold settings in its own metadata.annotations (NODE_HOLD, NODE_MAX_HOLD).
-PoolSettings = Mapping[str, Mapping[str, str]]
+class NodePoolOwn(NamedTuple):
+    """A NodePool's own hold settings as written in its metadata.annotations (None: not
+    given), shared by its nodes' views; decide.own_settings reads them."""
+
+    pool: str
+    hold: str | None  # NODE_HOLD
+    cap: str | None  # NODE_MAX_HOLD
 
 
-@dataclass(frozen=True, slots=True)
-class OwnSettings:
-    """A node's own hold duration and cap, parsed once where its view is built: each from its
-    NodePool object's annotations, else from the node's own annotation (docs/design.md, "Hold
-    settings per NodePool"). A setting without a source (`*_from` None) is the configured one.
-    Sources are `nodepool/NAME` or `node` (the node itself: its name is the view's)."""
-
-    hold: timedelta = timedelta(0)  # read only where hold_from is set
-    cap: timedelta | None = None  # None where cap_from is set: no cap for these nodes
-    hold_from: str | None = None
-    cap_from: str | None = None
-    texts: tuple[str, str] = ("", "")  # the values as written, for the words of a bad value
-    bad: tuple[tuple[str, str], ...] = ()  # (source, why): values not used
-    template: str | None = None  # a Karpenter node's NodePool, where the node's value is used
-
-
-NO_OWN = OwnSettings()  # most nodes: the configured settings
+#: Every NodePool a run listed -> its own hold settings (None: it gives none).
+NodePoolSettings = Mapping[str, NodePoolOwn | None]
 
 #: Shared by every node without labels or annotations the decision reads (most nodes).
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -70,7 +59,7 @@ class NodeView(NamedTuple):
     #: Launched by a Karpenter NodeClaim whose NodePool label has not arrived yet
     #: (registration copies it a few seconds later, or much later when it is delayed).
     registering: bool = False
-    own: OwnSettings = NO_OWN
+    own: NodePoolOwn | None = None  # its NodePool's own hold settings (None: the configured)
 
 
 @lru_cache(maxsize=256)  # a few values in a cluster, each read on many nodes
@@ -88,46 +77,8 @@ def parse_own(key: str, text: str) -> tuple[timedelta | None, str | None]:
 
 
 def shown(raw: str) -> str:
-    """A value as a report line quotes it: cut short (anyone who edits a node writes it)."""
+    """A value as a report line quotes it: cut short (anyone who edits a NodePool writes it)."""
     return repr(raw if len(raw) <= 40 else raw[:40] + "...")
-
-
-def own_settings(
-    annotations: Mapping[str, str], pool: str | None, pools: PoolSettings
-) -> OwnSettings:
-    """Each setting from the first source that gives it: the NodePool object `pools[pool]`,
-    then the node's annotation. A bad value is not used: the configured setting applies."""
-    given = pools.get(pool, _EMPTY) if pool is not None else _EMPTY
-    if not given and NODE_HOLD not in annotations and NODE_MAX_HOLD not in annotations:
-        return NO_OWN  # most nodes, every run
-    texts = tuple(
-        (given[k], True) if k in given else (annotations.get(k), False)
-        for k in (NODE_HOLD, NODE_MAX_HOLD)
-    )
-    return _resolved(texts, pool)
-
-
-@lru_cache(maxsize=1024)  # one per NodePool and value: shared by its nodes
-def _resolved(texts: tuple[tuple[str | None, bool], ...], pool: str | None) -> OwnSettings:
-    values: list[timedelta | None] = []
-    sources: list[str | None] = []
-    bad = []
-    for key, (text, by_pool) in zip((NODE_HOLD, NODE_MAX_HOLD), texts, strict=True):
-        source = f"nodepool/{pool}" if by_pool else "node"
-        value, why = parse_own(key, text) if text is not None else (None, None)
-        if why is not None:
-            bad.append((source, why))
-        values.append(value)
-        sources.append(source if text is not None and why is None else None)
-    return OwnSettings(
-        hold=values[0] or timedelta(0),
-        cap=values[1],
-        hold_from=sources[0],
-        cap_from=sources[1],
-        texts=(texts[0][0] or "", texts[1][0] or ""),
-        bad=tuple(bad),
-        template=pool if "node" in sources else None,
-    )
 
 
 def claimed_keys(annotations: Mapping[str, str], marker: str = OWNERSHIP_MARKER) -> frozenset[str]:
@@ -173,15 +124,14 @@ def parse_timestamp(raw: Any, node: str) -> datetime:
         ) from None
 
 
-def pool_settings(nodepools: Iterable[Mapping[str, Any]]) -> PoolSettings:
-    """The hold settings in each NodePool object's metadata.annotations (those that have any)."""
-    found: dict[str, dict[str, str]] = {}
+def nodepool_settings(nodepools: Iterable[Mapping[str, Any]]) -> NodePoolSettings:
+    """Each NodePool listed, with the hold settings in its own metadata.annotations."""
+    found: dict[str, NodePoolOwn | None] = {}
     for pool in nodepools:
         meta = pool.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
-        own = {k: str(annotations[k]) for k in (NODE_HOLD, NODE_MAX_HOLD) if k in annotations}
-        if own:
-            found[str(meta.get("name", ""))] = own
+        name, annotations = str(meta.get("name", "")), meta.get("annotations") or {}
+        hold, cap = annotations.get(NODE_HOLD), annotations.get(NODE_MAX_HOLD)  # (text: the API's)
+        found[name] = None if hold is None and cap is None else NodePoolOwn(name, hold, cap)
     return found
 
 
@@ -201,10 +151,11 @@ def node_view(
     metadata: Mapping[str, Any],
     annotation_keys: frozenset[str],
     label_keys: frozenset[str],
-    pools: PoolSettings = _EMPTY,
+    nodepools: NodePoolSettings = _EMPTY,
 ) -> NodeView:
-    """Keep only what the decision reads: a few hundred bytes instead of ~10 KB, and the
-    node's own hold settings, parsed (from `pools`, its NodePool's, else its annotations)."""
+    """Keep only what the decision reads: a few hundred bytes instead of ~10 KB, and its
+    NodePool's own hold settings (`nodepools`). A node that carries those settings itself
+    keeps its NodePool label, for the line that says they are not read there."""
     name = _copied(metadata.get("name", ""))
     annotations = metadata.get("annotations") or _EMPTY
     labels = metadata.get("labels") or _EMPTY
@@ -215,6 +166,8 @@ def node_view(
     found = keep.intersection(annotations)  # most nodes: none
     kept = {k: annotations[k] for k in found} if found else None
     pool = labels.get(DEFAULT_GROUP_LABEL)
+    if kept and pool is not None and not _NODEPOOL_KEYS.isdisjoint(kept):
+        kept_labels = {**(kept_labels or {}), DEFAULT_GROUP_LABEL: pool}
     return NodeView(  # by position: one per node, and keywords cost about 0.4 µs a call more
         name,
         parse_timestamp(metadata.get("creationTimestamp"), name),
@@ -225,5 +178,8 @@ def node_view(
         kept or _EMPTY,
         # registering: a Karpenter node whose NodePool label has not arrived yet
         pool is None and _claimed(metadata),
-        own_settings(annotations, pool, pools),
+        nodepools.get(pool) if pool is not None else None,
     )
+
+
+_NODEPOOL_KEYS = frozenset((NODE_HOLD, NODE_MAX_HOLD))

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -33,10 +32,11 @@ FREE_UNTIL = "node-holder.dev/free-until"
 #: Written only by `pin`/`unpin`, never by reconcile, release or the uninstall hook.
 PINNED = "node-holder.dev/pinned"
 OWN_ANNOTATIONS = (OWNERSHIP_MARKER, HOLD_STARTED, FREE_UNTIL, PINNED)
-#: A NodePool's own hold duration ("0": its nodes start no hold) and cap, in its node template
-#: (Karpenter copies them onto each node it launches): people's, never written by this tool.
+#: A NodePool's own hold duration ("0": its nodes start no hold) and cap, in its own
+#: metadata.annotations (read there only): people's, never written by this tool.
 NODE_HOLD, NODE_MAX_HOLD = "node-holder.dev/hold-duration", "node-holder.dev/max-hold"
-#: What a node view always keeps: this tool's own annotations and the NodePool's settings.
+#: What a node view always keeps: this tool's own annotations, and a NodePool's settings that
+#: a node carries itself (not read there: the run says so once).
 KEPT_ANNOTATIONS = (*OWN_ANNOTATIONS, NODE_HOLD, NODE_MAX_HOLD)
 
 
@@ -88,11 +88,6 @@ class HoldSettings:
     node_selector: Selector = EVERYTHING
     max_hold: timedelta | None = None
     mechanism: Mechanism = Mechanism.ANNOTATION
-    #: auto: the NodePools a run holds by their budget entry, not by annotations (rule/budget.py)
-    budgeted: frozenset[str] = frozenset()
-    #: Each NodePool's own hold settings (NODE_HOLD, NODE_MAX_HOLD in its metadata.annotations),
-    #: read once a run: a node view is built with its NodePool's (rule/nodes.py)
-    nodepools: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def label_keys(self) -> frozenset[str]:
@@ -113,7 +108,7 @@ class RunSettings:
     dry_run: bool = False
     timeout: timedelta = timedelta(seconds=45)
     workers: int = 8
-    qps: float | None = None  # node writes a second; None: auto (reconcile.cluster.pace)
+    qps: float = 200.0  # node writes a second at most (reconcile.cluster.pace); 0: no limit
     page_size: int = 500
     events: bool = True
     output: Output = Output.TEXT
@@ -329,16 +324,6 @@ def parse_number(text: str, low: float, high: float, whole: bool = False) -> flo
     if not low <= value <= high:
         raise Invalid("is out of range", fix)
     return value
-
-
-def parse_rate(text: str, high: float) -> float | None:
-    """Writes a second, 0 (no limit) to `high`, or auto: None, the tool fits it to the cluster."""
-    if text.strip().lower() == "auto":
-        return None
-    try:
-        return parse_number(text, 0, high)
-    except Invalid as exc:
-        raise Invalid(exc.problem, f"use auto or {exc.fix.removeprefix('use ')}") from None
 
 
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")

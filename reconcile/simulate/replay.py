@@ -33,7 +33,8 @@ MAX_COLUMNS = 8
 MAX_SWEEP = 12
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # before any node
 MICROSECOND = timedelta(microseconds=1)
-COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h,20m/pool:batch=45m"
+COMPARE_EXAMPLE = "10m,40m,20m/group,20m/node,20m/max=1h,20m/nodepool:batch=45m"
+NODEPOOL = "nodepool:"  # a column's NodePool settings: nodepool:NAME=DURATION
 SWEEP = "5m,10m,15m,20m,30m,45m,1h,2h"  # `--sweep` without durations
 PAGE_SIZE = settings.RunSettings().page_size  # a run lists its nodes in the CronJob's pages
 #: The stamps decide() reads from a window's nodes as one set of values, whichever nodes
@@ -57,22 +58,35 @@ class SimulationFailed(Exception):
 
 @dataclass(frozen=True)
 class Column(HoldSettings):
-    """A configuration to replay: hold settings, and NodePool settings that replace those of
-    the nodes of some pools (their --group-label value): what a NodePool change would do."""
+    """A configuration to replay: hold settings, and per-NodePool settings as if those
+    NodePools carried them (over a NodePool list's): what a NodePool change would do."""
 
-    pools: tuple[tuple[str, str, str], ...] = ()  # (pool, NODE_HOLD or NODE_MAX_HOLD, value)
+    #: (NodePool, NODE_HOLD or NODE_MAX_HOLD, value)
+    nodepools: tuple[tuple[str, str, str], ...] = ()
 
 
 def describe(hold: HoldSettings) -> str:
-    """A configuration in `--compare` syntax: `20m`, `20m/group`, `20m/max=1h/pool:b=45m`."""
+    """A configuration in `--compare` syntax: `20m`, `20m/group`, `20m/max=1h/nodepool:b=45m`."""
     scope = "" if hold.scope is Scope.CLUSTER else f"/{hold.scope}"
     cap = "" if hold.max_hold is None else f"/max={format_duration(hold.max_hold)}"
-    pools = [f"/pool:{p}{':max' * (k == settings.NODE_MAX_HOLD)}={v}" for p, k, v in _pools(hold)]
-    return format_duration(hold.hold_duration) + scope + cap + "".join(pools)
+    given = [
+        f"/{NODEPOOL}{p}{':max' * (k == settings.NODE_MAX_HOLD)}={v}" for p, k, v in _given(hold)
+    ]
+    return format_duration(hold.hold_duration) + scope + cap + "".join(given)
 
 
-def _pools(hold: HoldSettings) -> tuple[tuple[str, str, str], ...]:
-    return hold.pools if isinstance(hold, Column) else ()
+def _given(hold: HoldSettings) -> tuple[tuple[str, str, str], ...]:
+    return hold.nodepools if isinstance(hold, Column) else ()
+
+
+def with_column(found: nodes.NodePoolSettings, hold: HoldSettings) -> nodes.NodePoolSettings:
+    """The NodePools' own settings a configuration replays: a NodePool list's, and over them
+    the column's `nodepool:` values."""
+    merged = dict(found)
+    for pool, key, value in _given(hold):
+        own = merged.get(pool) or nodes.NodePoolOwn(pool, None, None)
+        merged[pool] = own._replace(**{"hold" if key == settings.NODE_HOLD else "cap": value})
+    return merged
 
 
 def parse_compare(
@@ -80,42 +94,10 @@ def parse_compare(
 ) -> list[HoldSettings]:
     """`--compare 10m,40m,20m/group,20m/max=1h`: what each column changes from `base`
     (the grammar: docs/simulate.md, "Command line")."""
-    columns: list[HoldSettings] = []
-    example = f"use e.g. {option} {COMPARE_EXAMPLE}"
-    for n, spec in enumerate([c.strip() for c in text.split(",")] if text.strip() else [], 1):
-        where = f"{option}: column {n}" + (f" ({spec!r})" if spec else "")
-
-        def duration(raw: str, what: str, where: str = where) -> timedelta:
-            try:
-                return settings.parse_duration(raw, bare_minutes=what == "hold duration")
-            except ValueError as exc:
-                raise ConfigError(f"{where}: {what} {raw!r} {exc}; {example}") from None
-
-        if not spec:
-            raise ConfigError(f"{where} is empty; {example}")
-        first, *parts = [p.strip() for p in spec.split("/")]
-        hold = replace(base, hold_duration=duration(first, "hold duration"))
-        caps = [p[4:].strip() for p in parts if p.lower().startswith("max=")]
-        pools = [p[5:] for p in parts if p.lower().startswith("pool:")]
-        scopes = [p for p in parts if not p.lower().startswith(("max=", "pool:"))]
-        for kind, given in (("scope", scopes), ("max", caps)):
-            if len(given) > 1:
-                raise ConfigError(f"{where}: gives the {kind} twice; give it once")
-        if scopes and scopes[0].lower() not in {s.value for s in Scope}:
-            raise ConfigError(
-                f"{where}: {scopes[0]!r} is neither a scope (cluster, group, node) nor "
-                f"max=DURATION; {example}"
-            )
-        if scopes:
-            hold = replace(hold, scope=Scope(scopes[0].lower()))
-        if caps:
-            cap = None if caps[0].lower() == "none" else duration(caps[0], "max hold")
-            hold = replace(hold, max_hold=cap)
-        elif hold.max_hold is not None and hold.max_hold < hold.hold_duration:
-            hold = replace(hold, max_hold=None)  # a longer hold drops the inherited cap
-        settings.check_max_hold(hold, option=where, env=None)
-        own = tuple(_pool(p, hold, where) for p in pools)
-        columns.append(Column(**{**vars(hold), "pools": own}))
+    specs = [c.strip() for c in text.split(",")] if text.strip() else []
+    columns = [
+        _column(spec, base, f"{option}: column {n}", option) for n, spec in enumerate(specs, 1)
+    ]
     if len(columns) > most:
         raise ConfigError(
             f"{option}: {len(columns)} columns; compare at most {most} configurations with the "
@@ -124,18 +106,58 @@ def parse_compare(
     return columns
 
 
-def _pool(text: str, hold: HoldSettings, where: str) -> tuple[str, str, str]:
+def _column(spec: str, base: HoldSettings, where: str, option: str) -> Column:
+    """One column: DURATION[/SCOPE][/max=DURATION][/nodepool:NAME[:max]=DURATION...]."""
+    example = f"use e.g. {option} {COMPARE_EXAMPLE}"
+    if not spec:
+        raise ConfigError(f"{where} is empty; {example}")
+    where += f" ({spec!r})"
+    first, *parts = [p.strip() for p in spec.split("/")]
+    hold = replace(base, hold_duration=_duration(first, "hold duration", where, example))
+    caps = [p[4:].strip() for p in parts if p.lower().startswith("max=")]
+    given = [p[len(NODEPOOL) :] for p in parts if p.lower().startswith(NODEPOOL)]
+    scopes = [p for p in parts if not p.lower().startswith(("max=", NODEPOOL))]
+    for kind, found in (("scope", scopes), ("max", caps)):
+        if len(found) > 1:
+            raise ConfigError(f"{where}: gives the {kind} twice; give it once")
+    if scopes and scopes[0].lower() not in {s.value for s in Scope}:
+        raise ConfigError(
+            f"{where}: {scopes[0]!r} is neither a scope (cluster, group, node), max=DURATION "
+            f"nor {NODEPOOL}NAME=DURATION; {example}"
+        )
+    if scopes:
+        hold = replace(hold, scope=Scope(scopes[0].lower()))
+    if caps:
+        cap = None if caps[0].lower() == "none" else _duration(caps[0], "max hold", where, example)
+        hold = replace(hold, max_hold=cap)
+    elif hold.max_hold is not None and hold.max_hold < hold.hold_duration:
+        hold = replace(hold, max_hold=None)  # a longer hold drops the inherited cap
+    settings.check_max_hold(hold, option=where, env=None)
+    own = tuple(_nodepool(p, hold, where) for p in given)
+    return Column(**{**vars(hold), "nodepools": own})
+
+
+def _duration(raw: str, what: str, where: str, example: str) -> timedelta:
+    try:
+        return settings.parse_duration(raw, bare_minutes=what == "hold duration")
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {what} {raw!r} {exc}; {example}") from None
+
+
+def _nodepool(text: str, hold: HoldSettings, where: str) -> tuple[str, str, str]:
     """`batch=45m` or `batch:max=3h`: checked as the rule checks the NodePool's annotation."""
     found = re.fullmatch(r"\s*([^:=\s]+)\s*(:\s*max)?\s*=(.*)", text, re.IGNORECASE)
     if not found:
         raise ConfigError(
-            f"{where}: 'pool:{text}' is not pool:NAME=DURATION or pool:NAME:max=DURATION"
+            f"{where}: '{NODEPOOL}{text}' is not {NODEPOOL}NAME=DURATION or "
+            f"{NODEPOOL}NAME:max=DURATION"
         )
-    pool, key = found[1], settings.NODE_MAX_HOLD if found[2] else settings.NODE_HOLD
-    node = rules.NodeView(pool, EPOCH, own=nodes.own_settings({key: found[3].strip()}, None, {}))
-    if bad := rules.own_settings(node, hold).bad:
-        raise ConfigError(f"{where}: {bad[0][1]}; use e.g. pool:{pool}=45m")
-    return pool, key, found[3].strip()
+    pool, value = found[1], found[3].strip()
+    key = settings.NODE_MAX_HOLD if found[2] else settings.NODE_HOLD
+    own = nodes.NodePoolOwn(pool, *((None, value) if found[2] else (value, None)))
+    if bad := rules.own_settings(rules.NodeView(pool, EPOCH, own=own), hold).bad:
+        raise ConfigError(f"{where}: {bad[0][1]}; use e.g. {NODEPOOL}{pool}=45m")
+    return pool, key, value
 
 
 @dataclass(frozen=True)
@@ -171,14 +193,7 @@ def replay_span(
     moments = [t for n in timeline.nodes for t in (n.created, n.deleted) if t is not None]
     step = interval.total_seconds()
     if end is None and timeline.end is None and moments:
-        key = settings.NODE_HOLD
-        owns = {n.annotations.get(key, "") for n in timeline.nodes}
-        owns |= {p[key] for p in timeline.nodepools.values() if key in p}
-        owns |= {v for h in holds for _, k, v in _pools(h) if k == key}
-        views = [
-            rules.NodeView("", moments[0], own=nodes.own_settings({key: v}, None, {})) for v in owns
-        ]
-        longest = max(rules.own_settings(v, h).duration for h in holds for v in views)
+        longest = max(d for d, _ in hold_durations(timeline, holds))
         latest = (max(moments) + longest).timestamp()
         end = datetime.fromtimestamp(math.ceil(latest / step) * step, UTC) + interval
     end = end or timeline.end
@@ -199,6 +214,22 @@ def replay_span(
             "of it with --last 24h or --start/--end, or a longer --interval"
         )
     return span
+
+
+def hold_durations(
+    timeline: Timeline, holds: list[HoldSettings]
+) -> set[tuple[timedelta, str | None]]:
+    """Every hold the replay compares and where it comes from (None: a configuration's):
+    each configuration's, and each of its NodePools' own (a NodePool list's, a column's
+    `nodepool:`) that starts a hold."""
+    found = set()
+    for hold in holds:
+        own = with_column(timeline.nodepool_settings, hold)
+        found.add((hold.hold_duration, None))
+        for given in filter(None, own.values()):
+            pool = rules.own_settings(rules.NodeView("", EPOCH, own=given), hold)
+            found.add((pool.duration, pool.sources[0]))
+    return {(d, source) for d, source in found if d}
 
 
 class Schedule(NamedTuple):
@@ -320,7 +351,7 @@ class _Class:
     alone: str | None
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
-    own: nodes.OwnSettings = nodes.NO_OWN  # its hold settings, as a run's node view has them
+    own: nodes.NodePoolOwn | None = None  # its NodePool's own settings, as a run's view has them
     members: dict[str, datetime] = field(default_factory=dict)  # name -> creation time
 
     @property
@@ -533,10 +564,10 @@ class _Replay:
         hold: HoldSettings,
         span: Span,
         options: ReplayOptions,
-        pool_settings: nodes.PoolSettings,
+        nodepool_settings: nodes.NodePoolSettings,
     ) -> None:
         self.hold, self.span, self.options = hold, span, options
-        self.pool_settings = pool_settings  # the NodePools' own, from a NodePool list
+        self.nodepool_settings = with_column(nodepool_settings, hold)
         self.result = Result(hold)
         self.label = self.result.label  # told to `progress` at every replayed run
         self.wins: dict[str, _WindowState] = {}
@@ -611,13 +642,9 @@ class _Replay:
         name = rules.window_name(rules.NodeView(node.name, created, labels=labels), self.hold)
         win = self.wins.setdefault(name, _WindowState())
         alone = node.name if self.options.exact else None
-        # Its NodePool's settings (a NodePool list in the input), over them what --compare
-        # says its pool (its --group-label value) says, then its own annotations: as a run.
-        group, pool = node.labels.get(self.hold.group_label), node.labels.get(POOL_LABEL)
-        given = {k: v for p, k, v in _pools(self.hold) if p == group}
-        named = pool if pool is not None else group
-        given = {**self.pool_settings.get(named or "", {}), **given}
-        own = nodes.own_settings(node.annotations, named, {named or "": given})
+        # Its NodePool's own settings (a NodePool list's, a column's): as a run reads them.
+        pool = node.labels.get(POOL_LABEL)
+        own = self.nodepool_settings.get(pool) if pool is not None else None
         cls = _Class(alone, labels, node.annotations, own)
         self._join(win, cls, {node.name: created})
         win.pending.add(node.name)
@@ -789,7 +816,7 @@ def replay(
 ) -> Result:
     """Replay every run of `span` for one configuration; raises SimulationFailed."""
     began = time.perf_counter()
-    state = _Replay(hold, span, options, timeline.nodepools)
+    state = _Replay(hold, span, options, timeline.nodepool_settings)
     result = state.run(schedule(timeline, span))
     result.launches_avoided = launches_avoided(state.kept, timeline, hold.group_label)
     result.node_hours_kept = sum((u - g).total_seconds() for g, u, _ in state.kept) / 3600
@@ -841,6 +868,20 @@ def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Simulatio
             moments.append(None if raw is None else parse_time(raw))
         except ValueError as exc:
             raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
-    timeline = load_timeline(list(paths), min(h.hold_duration for h in holds))
+    timeline = load_timeline(list(paths))
+    check_step(timeline, holds)
     span = replay_span(timeline, holds, asked.interval, *moments, asked.last)
     return Simulation(timeline, span, holds, asked.sweep is not None)
+
+
+def check_step(timeline: Timeline, holds: list[HoldSettings]) -> None:
+    """A Prometheus answer's step must not be longer than any hold compared: a removal is
+    known only to within a step."""
+    shortest, source = min(hold_durations(timeline, holds), key=lambda h: h[0])
+    if timeline.step is not None and timeline.step > shortest:
+        step, hold = format_duration(timeline.step), format_duration(shortest)
+        raise ConfigError(
+            f"{', '.join(timeline.sources)}: the step is {step}, longer than the shortest hold "
+            f"compared ({hold}{f', {source}' if source else ''}), so removals would be known "
+            f"only to within more than a hold; query again with a step of at most {hold}"
+        )

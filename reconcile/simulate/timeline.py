@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from reconcile.rule.names import DNS_SUBDOMAIN, label_value_problem, qualified_name_problem
+from reconcile.rule.nodes import NodePoolOwn, NodePoolSettings, nodepool_settings
 from reconcile.rule.settings import (
     DEFAULT_GROUP_LABEL,
     NODE_HOLD,
@@ -78,8 +79,9 @@ class Timeline:
     start: datetime | None = None  # `start:` in a file; a Prometheus answer's first sample
     end: datetime | None = None  # `end:` in a file; a Prometheus answer's last sample
     notes: tuple[str, ...] = ()  # what was skipped or assumed, said once at the top
-    #: NodePool name -> the hold settings in its metadata.annotations (`kubectl get nodepools`)
-    nodepools: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: Each NodePool of a NodePool list (`kubectl get nodepools`), with its own hold settings
+    nodepool_settings: NodePoolSettings = field(default_factory=dict)
+    step: timedelta | None = None  # a Prometheus answer's step: removals known to within it
 
 
 class _Problem(Exception):
@@ -109,18 +111,19 @@ def parse_time(raw: Any) -> datetime:
 # --- reading ---------------------------------------------------------------------------
 
 
-def load_timeline(paths: Sequence[str], shortest_hold: timedelta | None = None) -> Timeline:
+def load_timeline(paths: Sequence[str]) -> Timeline:
     """Read and merge timeline files (`-` is standard input). Prometheus answers are read
-    together (kube_node_labels may come in a file of its own); their step must not be longer
-    than `shortest_hold`, the shortest hold duration the replay compares."""
+    together (kube_node_labels may come in a file of its own)."""
     sources = tuple("<stdin>" if p == "-" else p for p in paths)
     documents = [
         (name, _load(_read(path), name)) for path, name in zip(paths, sources, strict=True)
     ]
     answers = [(name, data) for name, data in documents if _is_answer(data)]
     parsed = [_parse(data, name) for name, data in documents if not _is_answer(data)]
+    step = None  # the Prometheus answers' (YAML and kubectl lists have none)
     if answers:
-        parsed.append(_prometheus(answers, shortest_hold))
+        parsed.append(_prometheus(answers))
+        step = parsed[-1].step
     nodes = _merge(n for p in parsed for n in p.nodes)
     if not nodes:
         raise TimelineError(
@@ -132,8 +135,21 @@ def load_timeline(paths: Sequence[str], shortest_hold: timedelta | None = None) 
         sources=sources,
         start=min((p.start for p in parsed if p.start), default=None),
         end=max((p.end for p in parsed if p.end), default=None),
-        notes=tuple(note for p in parsed for note in p.notes),
-        nodepools={k: v for p in parsed for k, v in p.nodepools.items()},
+        notes=tuple(note for p in parsed for note in p.notes) + _unread(nodes),
+        nodepool_settings={k: v for p in parsed for k, v in p.nodepool_settings.items()},
+        step=step,
+    )
+
+
+def _unread(nodes: Iterable[TimelineNode]) -> tuple[str, ...]:
+    """Nodes that carry a NodePool's hold settings: not read there, as a run does not read them."""
+    count = sum(1 for n in nodes if NODE_HOLD in n.annotations or NODE_MAX_HOLD in n.annotations)
+    if not count:
+        return ()
+    return (
+        f"{count} node(s) carry {NODE_HOLD} or {NODE_MAX_HOLD}, which are not read on nodes: "
+        "give the NodePools' own as a NodePool list (kubectl get nodepools -o json), or a "
+        "column's nodepool:NAME=DURATION",
     )
 
 
@@ -284,7 +300,8 @@ def _node(record: str, fields: Fields) -> TimelineNode:
             f"deleted {iso(deleted)} is before created {iso(created)}; swap them or fix the times",
         )
     labels = _mapping(*fields["labels"], record, "{karpenter.sh/nodepool: batch}")
-    annotations = _mapping(*fields["annotations"], record, "{karpenter.sh/do-not-disrupt: 'true'}")
+    given = fields.get("annotations", (None, "annotations"))
+    annotations = _mapping(*given, record, "{karpenter.sh/do-not-disrupt: 'true'}")
     return TimelineNode(name, created, deleted, labels, annotations)
 
 
@@ -343,7 +360,7 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
     list_kind = str(data.get("kind", ""))
     default_kind = list_kind.removesuffix("List") if list_kind != "List" else ""
     nodes: list[TimelineNode] = []
-    pools: dict[str, dict[str, str]] = {}
+    pools: dict[str, NodePoolOwn | None] = {}
     claims = 0
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -359,30 +376,26 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
                 "-o json`",
             )
         if kind == "NodePool":  # its own hold settings, for the nodes of that pool
-            name = _name(meta.get("name"), "metadata.name", record)
-            own = _mapping(meta.get("annotations"), "annotations", record, "{}")
-            pools[name] = {k: v for k, v in own.items() if k in (NODE_HOLD, NODE_MAX_HOLD)}
+            _name(meta.get("name"), "metadata.name", record)
+            _mapping(meta.get("annotations"), "annotations", record, "{}")
+            pools.update(nodepool_settings([item]))
             continue
         fields = _kube_fields(item, meta, kind)
         nodes += [_node(record, fields)] if fields else []
         claims += fields is None
     notes = [f"{claims} NodeClaim(s) without status.nodeName left out (no node)"] if claims else []
-    return Timeline(nodes, notes=tuple(notes), nodepools=pools)
+    return Timeline(nodes, notes=tuple(notes), nodepool_settings=pools)
 
 
 def _kube_fields(item: dict[str, Any], meta: dict[str, Any], kind: str) -> Fields | None:
     """A Node as kubectl shows it, or a Karpenter v1 NodeClaim: its node appeared when the
-    claim became Registered. Of the annotations (today's), only its NodePool's hold settings:
-    Karpenter copied them from the NodePool's template when it launched the node."""
-    pool = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k in (NODE_HOLD, NODE_MAX_HOLD)
-    }
+    claim became Registered. No annotations: today's are not those it had when it appeared
+    (a NodePool's hold settings are read from a NodePool list)."""
     fields: Fields = {
         "name": (meta.get("name"), "metadata.name"),
         "created": (meta.get("creationTimestamp"), "creationTimestamp"),
         "deleted": (meta.get("deletionTimestamp"), "deletionTimestamp"),
         "labels": (meta.get("labels"), "labels"),
-        "annotations": (pool, "annotations"),
     }
     if kind == "Node":
         return fields
@@ -486,7 +499,7 @@ def _series(i: int, series: Any) -> tuple[str, str, str, list[tuple[str, float, 
         ) from None
 
 
-def _prometheus(answers: list[tuple[str, Any]], shortest_hold: timedelta | None) -> Timeline:
+def _prometheus(answers: list[tuple[str, Any]]) -> Timeline:
     """Each node's life from kube_node_created: created is the value, deleted the last sample
     plus the step, unless the series is still there at the last sample of the range."""
     lives: dict[tuple[str, float], tuple[float, float]] = {}  # (node, created): samples' span
@@ -520,13 +533,6 @@ def _prometheus(answers: list[tuple[str, Any]], shortest_hold: timedelta | None)
             f"{names}: every sample is at one instant, so the step is unknown; query a range "
             "of several steps"
         )
-    if shortest_hold is not None and step > shortest_hold:
-        raise TimelineError(
-            f"{names}: the step is {format_duration(step)}, longer than the shortest hold "
-            f"compared ({format_duration(shortest_hold)}), so removals would be known only to "
-            f"within more than a hold; query again with a step of at most "
-            f"{format_duration(shortest_hold)}"
-        )
     nodes = []
     for (name, created), (first, last) in lives.items():
         born = datetime.fromtimestamp(created, UTC)
@@ -539,7 +545,7 @@ def _prometheus(answers: list[tuple[str, Any]], shortest_hold: timedelta | None)
         f"({format_duration(step)}), so it is known to within {format_duration(step)}"
     )
     edges = (datetime.fromtimestamp(t / 1000, UTC) for t in (start, end))
-    return Timeline(nodes, (), *edges, notes=(note,))
+    return Timeline(nodes, (), *edges, notes=(note,), step=step)
 
 
 def _epoch(value: Any, record: str) -> float:

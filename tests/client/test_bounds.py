@@ -1,5 +1,5 @@
-"""Bounds: deadlines and signals end a run whatever the network does; memory follows a byte
-budget, not the cluster; a hold too big for one run converges over the next runs.
+"""Bounds: deadlines and signals end a run whatever the network does; memory follows the list
+page size in bytes, not the cluster; a hold too big for one run converges over the next runs.
 
 A proxy between the tool and the API server may send an answer a byte at a time: every
 socket read is quick, so a per-read timeout never fires. These runs are real processes
@@ -166,7 +166,7 @@ def test_each_result_is_reported_as_its_patch_lands(api: ApiServer, kubeconfig: 
 # --- memory: bytes held at once, and work spread over runs -------------------------------
 
 
-def test_list_pages_are_sized_to_a_byte_budget_whatever_the_annotations(
+def test_list_pages_are_sized_to_about_4_mb_whatever_the_annotations(
     api: ApiServer, kubeconfig: Path
 ) -> None:
     """2,000 nodes with 200 KB annotations at page size 500 peaked at 424 MB; now a page

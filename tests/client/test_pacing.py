@@ -11,11 +11,18 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from threading import Event
 
 import pytest
 
+from reconcile.cluster.apply import Outcome, apply_plan
+from reconcile.cluster.pace import Backoff, Deadline, Pace, RateLimiter
+from reconcile.cluster.read import read_nodes
+from reconcile.rule.decide import decide
+from reconcile.rule.settings import HoldSettings, RunSettings
+from tests.client.test_retry import FakeClock, FakeStop
 from tests.clusters import CliResult, run_cli
-from tests.helpers import NODES, OURS, error_lines
+from tests.helpers import NODES, OURS, error_lines, kube_for
 from tests.kubeapi.apiserver import ApiServer, Fault
 
 #: A rate and a deadline that spread 5,000 nodes over two to four runs of 6 s each, with time
@@ -67,11 +74,11 @@ def test_5000_nodes_continue_over_runs_each_finding_what_the_last_one_left(
     assert set(Counter(r.path for r in api.writes() if r.stored).values()) == {1}
 
 
-def test_a_run_that_starts_late_plans_fewer_writes_and_sends_no_patch_it_cannot_finish(
+def test_a_run_that_starts_late_sends_fewer_writes_and_no_patch_it_cannot_finish(
     api: ApiServer, kubeconfig: Path
 ) -> None:
     """Two runs at the same rate and deadline over the same hold start; the second's node list
-    is answered 3 s late (of 6 s): it plans fewer patches, and every patch it sent was answered
+    is answered 3 s late (of 6 s): it sends fewer patches, and every patch it sent was answered
     (none cut by the deadline); it says what it left."""
     api.add_nodes(2_000, created=api.now() - timedelta(minutes=1), eks=False)
     args = ("--qps", "200", "--timeout", "6s", "--no-events", "--output", "json")
@@ -87,6 +94,39 @@ def test_a_run_that_starts_late_plans_fewer_writes_and_sends_no_patch_it_cannot_
     assert all(r.status == 200 and not r.hung_up for r in api.writes())
     left = 2_000 - sent_on_time - sent_late
     assert late.json["continues"]["nodesLeft"] == late.json["summary"]["left"] == left
+
+
+@pytest.mark.parametrize(("request_timeout", "sent"), [(20, 31), (5, 36)])
+def test_the_first_patch_that_cannot_start_before_the_margin_leaves_it_and_the_rest(
+    api: ApiServer, kubeconfig: Path, request_timeout: float, sent: int
+) -> None:
+    """A hold start on 50 nodes, one worker, 1 write a second on a fake clock that only waits
+    move, a 40.5 s deadline: the margin is a quarter of it (10.125 s; --request-timeout 20s) or
+    --request-timeout (5s), so patches start at 0, 1, ..., 30 s (or 35 s). The first that cannot
+    start before the margin is left, and so is every patch after it: the nodes left are the
+    oldest, none of them was sent, and the counts add up."""
+    now = api.now()
+    names = api.add_nodes(50, created=lambda i: now - timedelta(minutes=1, seconds=i), eks=False)
+    clock, asked = FakeClock(), []
+
+    class Counted(RateLimiter):
+        def acquire(self, deadline: Deadline, stop: Event, cost: float = 1, reserve: float = 0):
+            asked.append(clock.now)
+            super().acquire(deadline, stop, cost, reserve)
+
+    limiter = Counted(1, burst=1, clock=clock)
+    pace = Pace(1, limiter, Backoff(), Deadline(40.5, clock), FakeStop(clock), request_timeout)
+    kube, hold = kube_for(kubeconfig, request_timeout=30), HoldSettings()
+    listing = read_nodes(kube, hold, RunSettings(), pace)
+
+    applied = apply_plan(decide(listing.nodes, listing.now, hold), kube, pace)
+
+    outcomes = {r.node: r.outcome for r in applied.results}
+    assert [outcomes[n] for n in names] == [Outcome.PATCHED] * sent + [Outcome.LEFT] * (50 - sent)
+    assert [r.path.rsplit("/", 1)[1] for r in api.writes()] == names[:sent]  # youngest first
+    assert (applied.writes, applied.left, applied.failed) == (sent, 50 - sent, ())
+    assert clock.now == pytest.approx(sent - 1)  # no wait into the margin
+    assert len(asked) == sent + 1  # the patches after the one left never asked for the rate
 
 
 def test_the_text_and_the_event_say_what_was_done_and_what_continues_next_run(

@@ -14,6 +14,7 @@ from reconcile.cluster.pace import (
     Backoff,
     Deadline,
     DeadlineExceeded,
+    Deferred,
     Interrupted,
     Pace,
     RateLimiter,
@@ -178,17 +179,7 @@ def test_writes_wait_for_the_rate_limit_and_reads_do_not() -> None:
     assert clock.now == pytest.approx(0.4, rel=0.01)  # the first from the burst, 4 at 10/s
 
 
-# --- the write rate: auto, and backing off on 429 and 5xx -------------------------------
-
-
-def test_the_auto_rate_is_200_or_one_write_a_second_per_300_nodes_and_qps_overrides_it() -> None:
-    for nodes, rate in [(0, 200), (5_000, 200), (60_000, 200), (100_000, 100_000 / 300)]:
-        auto = RateLimiter(None, burst=8)
-        auto.fit(nodes)
-        assert auto.ceiling == auto.qps == pytest.approx(rate)
-    given = RateLimiter(50, burst=8)
-    given.fit(100_000)
-    assert given.ceiling == given.qps == 50
+# --- the write rate and backing off on 429 and 5xx -----------------------------------------
 
 
 def test_a_429_halves_the_rate_once_a_second_and_answers_win_it_back_slowly() -> None:
@@ -268,3 +259,79 @@ def test_a_patch_that_ends_a_hold_costs_two_tokens_so_holds_end_at_half_the_rate
         for _ in range(20):
             limiter.acquire(deadline, stop, cost=2)
         assert clock.now - start == pytest.approx(4.0, abs=0.2)  # 20 at 5/s, not 2 s at 10/s
+
+
+# --- the end of the run: the one place a write is left for the next run -------------------
+
+
+@pytest.mark.parametrize(
+    ("seconds", "request_timeout", "margin"),
+    [(20, 10, 5), (20, 2, 2), (45, 10, 10)],  # a quarter of the deadline, or --request-timeout
+)
+@pytest.mark.parametrize("qps", [0, 10])  # no limit, or a rate with tokens to spare
+def test_a_write_that_would_start_within_the_end_of_run_margin_is_left_unsent(
+    seconds: float, request_timeout: float, margin: float, qps: float
+) -> None:
+    """The margin is min(--request-timeout, a quarter of --timeout), however the last answers
+    went: a first try that would start inside it is Deferred and never sent."""
+    clock = FakeClock()
+    deadline, stop = make(clock, seconds)
+    limiter = RateLimiter(qps, burst=8, clock=clock)
+    pace = Pace(8, limiter, Backoff(), deadline, stop, request_timeout)
+    sent: list[float] = []
+
+    def call(timeout: float) -> None:
+        sent.append(clock.now)
+
+    clock.now = seconds - margin - 0.01
+    pace.retry(call, "patch", write=True)
+    clock.now = seconds - margin + 0.01
+    with pytest.raises(Deferred):
+        pace.retry(call, "patch", write=True)
+    assert sent == [pytest.approx(seconds - margin - 0.01)]
+    assert pace.margin == margin
+    pace.retry(call, "read")  # reads are not left: they have the whole deadline
+    assert len(sent) == 2
+
+
+def test_a_write_whose_tokens_come_within_the_margin_is_left_without_waiting_for_them() -> None:
+    """1 write a second, 40.5 s, --request-timeout 10s (margin 10 s): writes start at 0, 1, ...,
+    30 s; the 32nd's token would come at 31 s, inside the margin, so it is Deferred at once,
+    without a wait into the margin."""
+    clock = FakeClock()
+    deadline, stop = make(clock, 40.5)
+    pace = Pace(1, RateLimiter(1, burst=1, clock=clock), Backoff(), deadline, stop, 10)
+    sent: list[float] = []
+    with pytest.raises(Deferred):
+        while True:
+            pace.retry(lambda timeout: sent.append(clock.now), "patch", write=True)
+    assert sent == pytest.approx([float(n) for n in range(31)])
+    assert clock.now == pytest.approx(30)
+
+
+def test_a_write_sent_before_the_margin_is_retried_inside_it_until_the_deadline() -> None:
+    """The margin is for the answers of writes already sent: a 503's retry inside it is made,
+    and a retry that cannot start before the deadline is DeadlineExceeded, not Deferred."""
+    clock = FakeClock()
+    deadline, stop = make(clock, 20)  # margin 5 s: writes start before 15 s
+    pace = Pace(1, RateLimiter(10, burst=1, clock=clock), Backoff(), deadline, stop, 10)
+    tries: list[float] = []
+
+    def unavailable_once(timeout: float) -> str:
+        tries.append(clock.now)
+        if len(tries) == 1:
+            raise error_for_status(503, "ServiceUnavailable", "etcd", retry_after=3)
+        return "ok"
+
+    clock.now = 14.5
+    assert pace.retry(unavailable_once, "patch", write=True) == "ok"
+    assert tries == pytest.approx([14.5, 17.5])
+
+    def unavailable(timeout: float) -> None:
+        raise error_for_status(503, "ServiceUnavailable", "etcd", retry_after=0)
+
+    clock.now = 14.5
+    slow = Pace(1, RateLimiter(0.1, burst=1, clock=clock), Backoff(), deadline, stop, 10)
+    with pytest.raises(DeadlineExceeded) as raised:
+        slow.retry(unavailable, "patch", write=True)  # the retry's token: 10 s later
+    assert type(raised.value) is DeadlineExceeded and clock.now == pytest.approx(14.5)

@@ -24,10 +24,10 @@ import pytest
 
 from reconcile.cli import report
 from reconcile.cli.report import LARGE_EDGE
-from reconcile.cluster.pace import AUTO_QPS, RECOVERY
+from reconcile.cluster.pace import RECOVERY
 from reconcile.cluster.read import Listing
 from reconcile.rule.decide import decide
-from reconcile.rule.settings import HoldSettings
+from reconcile.rule.settings import HoldSettings, RunSettings
 from reconcile.run import RunResult
 from tests.clusters import run_cli
 from tests.helpers import NODES, OURS, error_lines, spawn
@@ -35,6 +35,7 @@ from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo, RequestRecord
 from tests.support import T0, minutes, node
 
 WORKERS = 8  # --workers, and the token bucket's burst
+QPS = RunSettings().qps  # --qps: 200 writes a second
 STOP_AT = 600  # the patch at which the server stops a long run: 3 s at the default rate
 
 
@@ -64,7 +65,7 @@ def left_to_next_run(line: str, patches: list[RequestRecord], nodes: int) -> boo
 def test_a_hold_start_on_15000_nodes_patches_the_youngest_first_at_the_default_rate(
     api: ApiServer, kubeconfig: Path
 ) -> None:
-    """max(200, 15,000 / 300) = 200 patches a second; the youngest node first, each patch at
+    """The default 200 patches a second; the youngest node first, each patch at
     most WORKERS - 1 places later than its rank (the other workers' patches in flight). The
     server ends the run with SIGTERM at its STOP_AT-th patch, however long the list took: the
     whole hold would take 75 s at that rate."""
@@ -87,7 +88,7 @@ def test_a_hold_start_on_15000_nodes_patches_the_youngest_first_at_the_default_r
     stdout, stderr = run[0].communicate(timeout=120)
 
     sent, seconds = patches_and_seconds(api)
-    assert STOP_AT <= len(sent) <= WORKERS + AUTO_QPS * seconds, (len(sent), seconds)
+    assert STOP_AT <= len(sent) <= WORKERS + QPS * seconds, (len(sent), seconds)
     landed = [rank[r.path.rsplit("/", 1)[1]] for r in sent if r.stored]
     assert landed and all(age <= place + WORKERS - 1 for place, age in enumerate(landed)), landed
     # Stopped part-way; the next run sends the rest (test_bounds.py: without redoing any).
@@ -106,7 +107,7 @@ def test_a_hold_ends_at_half_the_rate_it_started_at(api: ApiServer, kubeconfig: 
     patches, seconds = patches_and_seconds(api)
     assert all(r.status == 200 for r in patches) and code == 0, stderr  # 1,000 do not fit
     assert left_to_next_run(last, patches, 1_000), last
-    assert len(patches) <= WORKERS + AUTO_QPS / 2 * seconds, (len(patches), seconds)
+    assert len(patches) <= WORKERS + QPS / 2 * seconds, (len(patches), seconds)
 
 
 def after_pressure(patches: list[RequestRecord], moment: float) -> tuple[int, float]:
@@ -119,10 +120,10 @@ def after_pressure(patches: list[RequestRecord], moment: float) -> tuple[int, fl
 
 def backed_off(seconds: float, workers: int) -> float:
     """The most a run lets through in `seconds` once its rate has been halved: the patches in
-    flight and the bucket's burst (--workers each), and a rate from half of AUTO_QPS growing
-    back by RECOVERY of AUTO_QPS a second (counted from a second before the window)."""
-    grown = AUTO_QPS * RECOVERY * ((seconds + 1) ** 2 - 1) / 2
-    return 2 * workers + AUTO_QPS / 2 * seconds + grown
+    flight and the bucket's burst (--workers each), and a rate from half of QPS growing
+    back by RECOVERY of QPS a second (counted from a second before the window)."""
+    grown = QPS * RECOVERY * ((seconds + 1) ** 2 - 1) / 2
+    return 2 * workers + QPS / 2 * seconds + grown
 
 
 def test_429s_slow_the_writes_to_half_the_rate(api: ApiServer, kubeconfig: Path) -> None:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from reconcile.rule import decide as rule
 from reconcile.rule.decide import KeyState, Mode, decide, key_state
-from reconcile.rule.nodes import NodeView, claimed_keys, own_settings, pinned_keys
+from reconcile.rule.nodes import NodePoolOwn, NodeView, claimed_keys, pinned_keys
 from reconcile.rule.selectors import parse_selector
 from reconcile.rule.settings import (
     FREE_UNTIL,
@@ -99,9 +99,11 @@ hold_settings = st.builds(
 
 
 def parsed(view: NodeView) -> NodeView:
-    """The view with its own settings parsed from its annotations, as node_view does when a
-    run builds it (no NodePool objects here: the node's annotation is the source)."""
-    return view._replace(own=own_settings(view.annotations, view.labels.get(POOL), {}))
+    """The view with its NodePool's own settings, as node_view gives them: drawn here as the
+    node's NODE_HOLD and NODE_MAX_HOLD annotations (which the decision does not read)."""
+    hold, cap = view.annotations.get(NODE_HOLD), view.annotations.get(NODE_MAX_HOLD)
+    pool = view.labels.get(POOL, "")
+    return view._replace(own=None if hold is None and cap is None else NodePoolOwn(pool, hold, cap))
 
 
 @st.composite

@@ -1,11 +1,11 @@
-"""Hold settings per NodePool (its own metadata.annotations), through the API test server.
+"""Hold settings per NodePool (its own metadata.annotations only), through the API test server.
 
 A NodePool sets its own hold duration and cap in its own metadata.annotations (one list of
-NodePools a run), or, the older form, in its node template's annotations, which Karpenter
-copies onto every node it launches (`launch` below does that copy); a node without a NodePool
-may carry them itself. Each trigger node holds for its own duration, a window's cap is the
-smallest of its trigger nodes', a pool with "0" starts no hold, and a bad value falls back to
-the configured setting and is said once per run. Every case runs the real CLI.
+NodePools a run), the only place they are read: on a node (copied from a NodePool's template,
+say) they are not, and the run says so once. Each trigger node holds for its NodePool's
+duration, a window's cap is the smallest of its trigger nodes', a pool with "0" starts no hold,
+and a bad value falls back to the configured setting and is said once per run. Every case runs
+the real CLI.
 """
 
 from __future__ import annotations
@@ -27,10 +27,16 @@ T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 OLD = timedelta(hours=5)
 
 
-def launch(api: ApiServer, name: str, pool: str, age: timedelta, **template: str) -> None:
+def launch(api: ApiServer, name: str, pool: str, age: timedelta, **copied: str) -> None:
     """A node of NodePool `pool`, as Karpenter launches it: EKS-shaped (a NodeClaim owns
-    it, kubelet's and Karpenter's annotations), with the template's annotations copied."""
-    api.add_node(name, created=api.now() - age, labels={POOL: pool}, annotations=template)
+    it, kubelet's and Karpenter's annotations), with a template's annotations copied."""
+    api.add_node(name, created=api.now() - age, labels={POOL: pool}, annotations=copied)
+
+
+def nodepools(api: ApiServer, **pools: dict[str, str]) -> None:
+    """NodePools with these hold settings in their own metadata.annotations."""
+    for name, own in pools.items():
+        api.add_nodepool(name, annotations=own)
 
 
 def run(kubeconfig: Path, command: str, *args: str) -> CliResult:
@@ -49,34 +55,31 @@ def test_each_pool_holds_for_its_own_duration_and_zero_never_holds(
     one 25m old, gpu ("0") not by one a minute old; status says where each setting came
     from; the pool annotations are never written."""
     api.set_clock(T0)
-    for pool, template in (("batch", {HOLD: "45m", MAX: "2h"}), ("web", {}), ("gpu", {HOLD: "0"})):
-        launch(api, f"{pool}-old", pool, OLD, **template)
-    launch(api, "batch-new", "batch", timedelta(minutes=30), **{HOLD: "45m", MAX: "2h"})
+    nodepools(api, batch={HOLD: "45m", MAX: "2h"}, web={}, gpu={HOLD: "0"})
+    for pool in ("batch", "web", "gpu"):
+        launch(api, f"{pool}-old", pool, OLD)
+    launch(api, "batch-new", "batch", timedelta(minutes=30))
     launch(api, "web-new", "web", timedelta(minutes=25))
-    launch(api, "gpu-new", "gpu", timedelta(minutes=1), **{HOLD: "0"})
+    launch(api, "gpu-new", "gpu", timedelta(minutes=1))
 
-    names = [f"{pool}-{age}" for pool in ("batch", "web", "gpu") for age in ("old", "new")]
-    settings = {n: (api.annotations(n).get(HOLD), api.annotations(n).get(MAX)) for n in names}
     result = run(kubeconfig, "reconcile", "--hold-scope", "group", "--output", "json")
     assert result.code == 0, result.stderr
     assert held(api, "batch-old", "batch-new") == [True, True]
     assert held(api, "web-old", "web-new", "gpu-old", "gpu-new") == [False] * 4
     assert result.json["badValues"] == []
-    assert {n: (api.annotations(n).get(HOLD), api.annotations(n).get(MAX)) for n in names} == (
-        settings
-    )
+    assert api.writes("nodepools") == []
 
     text = run(kubeconfig, "status", "--hold-scope", "group")
     status = run(kubeconfig, "status", "--hold-scope", "group", "--output", "json")
     assert text.code == status.code == 0, text.stderr
     row = next(line for line in text.lines if line.startswith(f"{POOL}=batch "))
-    assert "45m (node/batch-new)" in row and "2h (node/batch-new)" in row, row
+    assert "45m (nodepool/batch)" in row and "2h (nodepool/batch)" in row, row
     web = next(line for line in text.lines if line.startswith(f"{POOL}=web "))
     assert "20m (--hold-duration)" in web and "none (--max-hold)" in web, web
     windows = {w["name"]: w for w in status.json["windows"]}
     batch, gpu = windows[f"{POOL}=batch"], windows[f"{POOL}=gpu"]
-    assert (batch["holdDuration"], batch["holdDurationFrom"]) == ("45m", "node/batch-new")
-    assert (batch["maxHold"], batch["maxHoldFrom"]) == ("2h", "node/batch-new")
+    assert (batch["holdDuration"], batch["holdDurationFrom"]) == ("45m", "nodepool/batch")
+    assert (batch["maxHold"], batch["maxHoldFrom"]) == ("2h", "nodepool/batch")
     assert (gpu["triggerNodes"], gpu["holdDuration"], gpu["holdDurationFrom"]) == (
         0,
         "20m",
@@ -92,17 +95,18 @@ def test_cluster_scope_a_longer_pool_holds_everything_and_the_smallest_cap_appli
     api: ApiServer, kubeconfig: Path
 ) -> None:
     api.set_clock(T0)
+    nodepools(api, system={}, gpu={HOLD: "0"}, batch={HOLD: "45m", MAX: "1h"})
     launch(api, "system", "system", OLD)
-    launch(api, "gpu-new", "gpu", timedelta(minutes=1), **{HOLD: "0"})
+    launch(api, "gpu-new", "gpu", timedelta(minutes=1))
     assert run(kubeconfig, "reconcile").code == 0
     assert held(api, "system", "gpu-new") == [False, False]  # "0": no hold, however young
 
-    launch(api, "batch-new", "batch", timedelta(minutes=30), **{HOLD: "45m", MAX: "1h"})
+    launch(api, "batch-new", "batch", timedelta(minutes=30))
     result = run(kubeconfig, "reconcile", "--max-hold", "3h", "--output", "json")
     assert result.code == 0, result.stderr
     assert held(api, "system", "gpu-new", "batch-new") == [True] * 3
     (window,) = result.json["windows"]
-    assert (window["maxHold"], window["maxHoldFrom"]) == ("1h", "node/batch-new")
+    assert (window["maxHold"], window["maxHoldFrom"]) == ("1h", "nodepool/batch")
     assert window["holdUntil"] == "2026-11-22T12:15:00Z"  # batch-new's own 45m
 
 
@@ -111,12 +115,12 @@ def test_per_pool_caps_and_free_periods_over_time(api: ApiServer, kubeconfig: Pa
     at 1h) is released at the cap and stays free for its own 30m, the free-until stamp says
     so; web (30m, capped at 3h) stays held throughout."""
     api.set_clock(T0)
-    batch, web = {HOLD: "30m", MAX: "1h"}, {HOLD: "30m", MAX: "3h"}
+    nodepools(api, batch={HOLD: "30m", MAX: "1h"}, web={HOLD: "30m", MAX: "3h"})
     held_at: dict[str, list[int]] = {"batch": [], "web": []}
     for minute in range(0, 101, 10):
         api.set_clock(T0 + timedelta(minutes=minute))
-        launch(api, f"batch-{minute}", "batch", timedelta(0), **batch)
-        launch(api, f"web-{minute}", "web", timedelta(0), **web)
+        launch(api, f"batch-{minute}", "batch", timedelta(0))
+        launch(api, f"web-{minute}", "web", timedelta(0))
         result = run(kubeconfig, "reconcile", "--hold-scope", "group")
         assert result.code == 0, result.stderr
         for pool, minutes in held_at.items():
@@ -129,7 +133,7 @@ def test_per_pool_caps_and_free_periods_over_time(api: ApiServer, kubeconfig: Pa
 
 
 BAD = {
-    # pool: (its template, the words of the bad value)
+    # pool: (its own settings, the words of the bad value)
     "words": ({HOLD: "45 minutes"}, f"{HOLD}='45 minutes' is not a duration"),
     "negative": ({HOLD: "-5m"}, f"{HOLD}='-5m' is not a positive duration"),
     "huge": ({HOLD: "9999h"}, f"{HOLD}='9999h' is longer than 7d"),
@@ -143,21 +147,22 @@ def test_a_bad_value_falls_back_to_the_configured_setting_and_is_said_once(
 ) -> None:
     """Each pool's nodes are 25m old: held only where the 45m that remains good applies
     (short-cap keeps its hold and loses its cap); the run exits 0, says each value once
-    with its nodes, in text and in the JSON line; nothing else changes."""
+    with its NodePool, in text and in the JSON line; nothing else changes."""
     api.set_clock(T0)
-    for pool, (template, _) in BAD.items():
+    nodepools(api, **{pool: own for pool, (own, _) in BAD.items()})
+    for pool in BAD:
         for i in range(2):
-            launch(api, f"{pool}-{i}", pool, timedelta(minutes=25), **template)
+            launch(api, f"{pool}-{i}", pool, timedelta(minutes=25))
     text = run(kubeconfig, "reconcile", "--hold-scope", "group", "--dry-run")
     real = run(kubeconfig, "reconcile", "--hold-scope", "group", "--output", "json")
     assert text.code == real.code == 0, real.stderr
     for pool, (_, words) in BAD.items():
         assert held(api, f"{pool}-0", f"{pool}-1") == [pool == "short-cap"] * 2, pool
         (line,) = [x for x in text.stderr.splitlines() if words in x]
-        assert f"node/{pool}-0, node/{pool}-1: {words}" in line
+        assert f" nodepool/{pool}: {words}" in line
         assert "configured setting" in line and "NodePool's metadata.annotations" in line
-    listed = {(b["node"], b["value"]) for b in real.json["badValues"]}
-    assert listed == {(f"{p}-{i}", words) for p, (_, words) in BAD.items() for i in range(2)}
+    listed = {(b["nodepool"], b["value"]) for b in real.json["badValues"]}
+    assert listed == {(p, words) for p, (_, words) in BAD.items()}
     (window,) = [w for w in real.json["windows"] if w["name"] == f"{POOL}=short-cap"]
     assert (window["holdDuration"], window["maxHold"]) == ("45m", None)
 
@@ -165,7 +170,9 @@ def test_a_bad_value_falls_back_to_the_configured_setting_and_is_said_once(
 def test_many_bad_values_keep_every_line_short(api: ApiServer, kubeconfig: Path) -> None:
     api.set_clock(T0)
     for i in range(300):
-        launch(api, f"node-{i:03}-" + "x" * 200, "batch", OLD, **{HOLD: f"{i} min" + "y" * 300})
+        pool = f"pool-{i:03}-" + "x" * 50
+        nodepools(api, **{pool: {HOLD: f"{i} min" + "y" * 300}})
+        launch(api, f"node-{i:03}-" + "x" * 200, pool, OLD)
     result = run(kubeconfig, "reconcile", "--output", "json")
     assert result.code == 0, result.stderr
     assert all(len(line.encode()) < 16 * 1024 for line in result.stdout.splitlines())
@@ -186,20 +193,20 @@ def pool_lists(api: ApiServer) -> list[str]:
     return [r.accept for r in api.requests if r.method == "GET" and r.path.endswith("/nodepools")]
 
 
-def test_the_nodepool_object_sets_them_first_then_the_node_then_the_option(
+def test_settings_on_nodes_are_not_read_and_one_line_names_the_nodepools(
     api: ApiServer, kubeconfig: Path
 ) -> None:
-    """batch's NodePool says 45m and 2h (its node's own 10m loses); web's template put 30m
-    on its node (said once, naming web: editing the template drifts the pool); a managed
-    node group's node carries 25m itself; gpu says nothing. One metadata-only NodePool list
-    a run, no NodePool written; status names each source."""
+    """Only the NodePool object's settings are read: batch's 45m and 2h hold (its node's own
+    10m is not read); web's template copied 30m onto its node, a NodePool the run did not list
+    (`old`) labels a node carrying a cap, a managed node group's node carries 25m: those take
+    the options. One line says so, naming web (and batch) as the NodePools to carry them, old
+    as missing, never as carrying settings. One metadata-only NodePool list a run, no NodePool
+    or setting written; status names each source."""
     api.set_clock(T0)
-    api.add_nodepool("batch", annotations={HOLD: "45m", MAX: "2h"})
-    api.add_nodepool("web")
-    api.add_nodepool("gpu")
+    nodepools(api, batch={HOLD: "45m", MAX: "2h"}, web={})
     launch(api, "batch-new", "batch", timedelta(minutes=30), **{HOLD: "10m"})
     launch(api, "web-new", "web", timedelta(minutes=25), **{HOLD: "30m"})
-    launch(api, "gpu-new", "gpu", timedelta(minutes=15))
+    launch(api, "old-new", "old", timedelta(minutes=15), **{MAX: "1h"})
     api.add_node(
         "ng-new",
         created=api.now() - timedelta(minutes=24),
@@ -210,12 +217,16 @@ def test_the_nodepool_object_sets_them_first_then_the_node_then_the_option(
     api.reset_log()
     result = run(kubeconfig, "reconcile", "--hold-scope", "node", "--output", "json")
     assert result.code == 0, result.stderr
-    assert held(api, "batch-new", "web-new", "ng-new", "gpu-new") == [True] * 4
+    assert held(api, "batch-new", "web-new", "old-new", "ng-new") == [True, False, True, False]
     assert pool_lists(api) == [METADATA]
     assert api.writes("nodepools") == []
-    (warning,) = [line for line in result.stderr.splitlines() if "drifts the pool" in line]
-    assert " nodepool/web: hold settings come from the NodePool's spec.template" in warning
-    assert "NodePool's own metadata.annotations" in warning and "batch" not in warning
+    assert api.annotations("web-new")[HOLD] == "30m" and api.annotations("old-new")[MAX] == "1h"
+    (line,) = [x for x in result.stderr.splitlines() if "on nodes are not read" in x]
+    assert f"{HOLD} and {MAX} on nodes are not read, only in a NodePool's own metadata." in line
+    assert "set them on nodepool/batch, nodepool/web;" in line
+    assert f"nodepool/old (the nodes' {POOL}): missing, not listed" in line
+    assert f"nodes without a {POOL} label take the options" in line
+    assert line.count("nodepool/old") == 1
 
     status = run(kubeconfig, "status", "--hold-scope", "node", "--output", "json")
     text = run(kubeconfig, "status", "--hold-scope", "node")
@@ -226,12 +237,11 @@ def test_the_nodepool_object_sets_them_first_then_the_node_then_the_option(
     }
     assert sources == {
         "node/batch-new": ("45m", "nodepool/batch", "2h", "nodepool/batch"),
-        "node/web-new": ("30m", "node/web-new", None, "--max-hold"),
-        "node/ng-new": ("25m", "node/ng-new", None, "--max-hold"),
-        "node/gpu-new": ("20m", "--hold-duration", None, "--max-hold"),
-    }
+        "node/old-new": ("20m", "--hold-duration", None, "--max-hold"),
+    }  # (status lists the held nodes' windows)
     row = next(line for line in text.lines if line.startswith("node/batch-new "))
     assert "45m (nodepool/batch)" in row and "2h (nodepool/batch)" in row, row
+    assert len([x for x in text.stderr.splitlines() if "on nodes are not read" in x]) == 1
 
     api.edit_nodepool("batch", lambda p: p["metadata"]["annotations"].update({HOLD: "20m"}))
     assert run(kubeconfig, "reconcile", "--hold-scope", "node").code == 0
@@ -257,7 +267,7 @@ def test_a_bad_value_on_the_nodepool_is_said_once_naming_it(
 def test_without_the_nodepool_crd_or_the_right_to_list_the_run_goes_on(
     api: ApiServer, kubeconfig: Path
 ) -> None:
-    """404 (no CRD) and 403 (no RBAC): the node's own annotation and the options hold, and
+    """404 (no CRD) and 403 (no RBAC): the options hold (not the node's own annotation), and
     the run says once that it read no NodePools."""
     api.set_clock(T0)
     launch(api, "batch-new", "batch", timedelta(minutes=30), **{HOLD: "45m"})
@@ -268,10 +278,10 @@ def test_without_the_nodepool_crd_or_the_right_to_list_the_run_goes_on(
             api.inject(Fault(method="GET", path=r"/nodepools$", status=403, times=None))
         result = run(kubeconfig, "reconcile", "--output", "json")
         assert result.code == 0, (case, result.stderr)
-        assert held(api, "batch-new") == [True], case  # its own 45m: 30m old
+        assert held(api, "batch-new") == [False], case  # the option's 20m: 30m old
         lines = [x for x in result.stderr.splitlines() if "NodePools not read (" in x]
         assert len(lines) == 1, (case, result.stderr)
-        assert "hold settings from node annotations and the options only" in lines[0]
+        assert "hold settings from the options only" in lines[0]
 
 
 def test_any_other_failure_of_the_nodepool_list_changes_nothing_and_exits_1(

@@ -444,7 +444,7 @@ def test_rbac_is_bound_to_the_pods_service_account(target):
 
 @needs_kubectl
 @pytest.mark.parametrize("target", TARGETS)
-def test_cronjob_schedule_and_time_budget(target):
+def test_cronjob_schedule_and_deadline(target):
     objs = render(target)
     spec = only(objs, "CronJob")["spec"]
     job = spec["jobTemplate"]["spec"]

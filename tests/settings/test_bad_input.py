@@ -54,6 +54,7 @@ BAD_OPTIONS: list[tuple[str, tuple[str, ...], dict[str, str], tuple[str, ...]]] 
     ("qps nan", ("--qps", "nan"), {}, ("--qps",)),
     ("qps inf", ("--qps", "inf"), {}, ("--qps",)),
     ("qps env", (), {"NODE_HOLDER_QPS": "fast"}, ("NODE_HOLDER_QPS",)),
+    ("qps auto (gone)", ("--qps", "auto"), {}, ("--qps", "'auto' is not a number; use a number")),
     ("events env", (), {"NODE_HOLDER_EVENTS": "sometimes"}, ("--events",)),
     ("mechanism", ("--mechanism", "budgets"), {}, ("--mechanism",)),
     ("mechanism env", (), {"NODE_HOLDER_MECHANISM": "both"}, ("NODE_HOLDER_MECHANISM",)),

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from reconcile.cli.options import BY_NAME
 from reconcile.rule.decide import own_settings
-from reconcile.rule.nodes import node_view
+from reconcile.rule.nodes import NodePoolSettings, node_view, nodepool_settings
 from reconcile.rule.settings import (
+    DEFAULT_GROUP_LABEL,
     HISTORY_RANGE,
     HOLD_RANGE,
     INTERVAL_RANGE,
@@ -184,13 +185,19 @@ def test_milliseconds_are_not_minutes() -> None:
         parse_duration("99ms", REQUEST_TIMEOUT_RANGE)
 
 
-def test_a_node_annotation_in_an_old_form_is_bad_input_that_names_what_to_write() -> None:
+def test_a_nodepool_annotation_in_an_old_form_is_bad_input_that_names_what_to_write() -> None:
     """node-holder.dev/hold-duration and max-hold take the same grammar: `PT45M` is no longer
-    read; the node uses the configured settings and the report says why, with the fix."""
+    read; the NodePool's nodes use the configured settings and the report says why, with the
+    fix."""
     hold = HoldSettings(hold_duration=timedelta(minutes=20), max_hold=timedelta(hours=2))
     created = {"name": "n", "creationTimestamp": "2026-11-22T12:00:00Z"}
-    metadata = created | {"annotations": {NODE_HOLD: "PT45M", NODE_MAX_HOLD: "1w"}}
-    own = own_settings(node_view(metadata, frozenset(), frozenset()), hold)
+    node = created | {"labels": {DEFAULT_GROUP_LABEL: "batch"}}
+
+    def nodepool(**own: str) -> NodePoolSettings:
+        return nodepool_settings([{"metadata": {"name": "batch", "annotations": own}}])
+
+    old = nodepool(**{NODE_HOLD: "PT45M", NODE_MAX_HOLD: "1w"})
+    own = own_settings(node_view(node, frozenset(), frozenset(), old), hold)
     assert (own.duration, own.cap, own.sources) == (
         hold.hold_duration,
         hold.max_hold,
@@ -198,14 +205,14 @@ def test_a_node_annotation_in_an_old_form_is_bad_input_that_names_what_to_write(
     )
     assert own.bad == (
         (
-            "node",
+            "nodepool/batch",
             f"{NODE_HOLD}='PT45M' is an ISO 8601 duration (45m), which node-holder no longer reads",
         ),
         (
-            "node",
+            "nodepool/batch",
             f"{NODE_MAX_HOLD}='1w' is counted in weeks (7d), which node-holder no longer reads",
         ),
     )
-    fixed = created | {"annotations": {NODE_HOLD: "45m", NODE_MAX_HOLD: "7d"}}
-    own = own_settings(node_view(fixed, frozenset(), frozenset()), hold)
+    fixed = nodepool(**{NODE_HOLD: "45m", NODE_MAX_HOLD: "7d"})
+    own = own_settings(node_view(node, frozenset(), frozenset(), fixed), hold)
     assert (own.duration, own.cap) == (timedelta(minutes=45), timedelta(days=7))

@@ -237,17 +237,33 @@ def test_a_bad_answer_is_one_line_naming_what_is_wrong(
 def test_a_step_longer_than_the_shortest_hold_compared_is_exit_2_before_any_replay(
     tmp_path: Path,
 ) -> None:
+    """Every hold compared counts: --hold-duration, a --compare column, a column's
+    NodePool setting (`nodepool:`) and a NodePool list's. The one line names the shortest
+    hold, where it comes from, and the step."""
     path = tmp_path / "history.json"
     path.write_text(json.dumps(answer(*SMALL)))
-    assert run_cli("simulate", str(path), "--hold-duration", "1m").code == 0
-    result = run_cli("simulate", str(path), "--hold-duration", "20m", "--compare", "40s,1h")
-    assert result.code == 2
-    assert result.stdout == ""
-    assert result.stderr == (
-        f"node-holder: error: {path}: the step is 1m, longer than the shortest hold compared "
-        "(40s), so removals would be known only to within more than a hold; query again with "
-        "a step of at most 40s\n"
+    pools = tmp_path / "nodepools.json"
+    annotations = {"node-holder.dev/hold-duration": "40s"}
+    pools.write_text(
+        json.dumps({"kind": "NodePool", "metadata": {"name": "batch", "annotations": annotations}})
     )
+    assert run_cli("simulate", str(path), "--hold-duration", "1m").code == 0
+    tail = (
+        "so removals would be known only to within more than a hold; query again with a step "
+        "of at most 40s\n"
+    )
+    for args, files, shortest in (
+        (("--compare", "40s,1h"), [path], "40s"),
+        (("--compare", "20m/nodepool:batch=40s,1h"), [path], "40s, nodepool/batch"),
+        ((), [path, pools], "40s, nodepool/batch"),
+    ):
+        result = run_cli("simulate", *map(str, files), "--hold-duration", "20m", *args)
+        assert result.code == 2, args
+        assert result.stdout == ""
+        assert result.stderr == (
+            f"node-holder: error: {', '.join(map(str, files))}: the step is 1m, longer than the "
+            f"shortest hold compared ({shortest}), {tail}"
+        ), args
 
 
 # --- a generated week through the real Prometheus -----------------------------------------

@@ -434,22 +434,33 @@ def test_each_configuration_says_on_one_stderr_line_when_its_replay_is_done(
         ("20m/max=5m", "--compare: column 1 ('20m/max=5m'): 5m is shorter than the hold"),
         ("20m/max=soon", "--compare: column 1 ('20m/max=soon'): max hold 'soon' is not a"),
         ("1m,2m,3m,4m,5m,6m,7m,8m", "--compare: 8 columns; compare at most 7"),
-        ("20m/pool:b", "--compare: column 1 ('20m/pool:b'): 'pool:b' is not pool:NAME=DURATION"),
-        ("20m/pool:b:cap=1h", "--compare: column 1 ('20m/pool:b:cap=1h'): 'pool:b:cap=1h' is not"),
         (
-            "20m/pool:b=45 minutes",
-            "--compare: column 1 ('20m/pool:b=45 minutes'): node-holder.dev/hold-duration="
-            "'45 minutes' is not a duration; use e.g. pool:b=45m",
+            "20m/nodepool:b",
+            "--compare: column 1 ('20m/nodepool:b'): 'nodepool:b' is not nodepool:NAME=DURATION",
         ),
         (
-            "20m/max=1h/pool:b=2h",
-            "--compare: column 1 ('20m/max=1h/pool:b=2h'): node-holder.dev/hold-duration='2h' is "
-            "longer than --max-hold (1h)",
+            "20m/nodepool:b:cap=1h",
+            "--compare: column 1 ('20m/nodepool:b:cap=1h'): 'nodepool:b:cap=1h' is not",
         ),
         (
-            "20m/pool:b:max=10m",
-            "--compare: column 1 ('20m/pool:b:max=10m'): node-holder.dev/max-hold='10m' is "
+            "20m/nodepool:b=45 minutes",
+            "--compare: column 1 ('20m/nodepool:b=45 minutes'): node-holder.dev/hold-duration="
+            "'45 minutes' is not a duration; use e.g. nodepool:b=45m",
+        ),
+        (
+            "20m/max=1h/nodepool:b=2h",
+            "--compare: column 1 ('20m/max=1h/nodepool:b=2h'): node-holder.dev/hold-duration="
+            "'2h' is longer than --max-hold (1h)",
+        ),
+        (
+            "20m/nodepool:b:max=10m",
+            "--compare: column 1 ('20m/nodepool:b:max=10m'): node-holder.dev/max-hold='10m' is "
             "shorter than the hold (20m)",
+        ),
+        (  # the old name, `pool:`: a --group-label value, not a NodePool
+            "20m/pool:b=45m",
+            "--compare: column 1 ('20m/pool:b=45m'): 'pool:b=45m' is neither a scope (cluster, "
+            "group, node), max=DURATION nor nodepool:NAME=DURATION; use e.g. --compare ",
         ),
     ],
 )
@@ -465,10 +476,11 @@ def test_compare_syntax_errors_are_one_line_exit_2(
 
 
 def test_compare_overrides_a_nodepools_own_settings(tmp_path: Path) -> None:
-    """The timeline's batch nodes say 45m (their NodePool's annotation, in YAML and JSON alike);
-    a column can say what another value would do, per pool, and its label says so."""
+    """The NodePool list beside the timeline says batch holds 45m (the batch node's own
+    annotation, 10m, is not read, in YAML and JSON alike); a column says what another value of
+    a NodePool would do, as if that NodePool carried it, and its label says so."""
     batch = "labels: {karpenter.sh/nodepool: batch}"
-    own = "annotations: {node-holder.dev/hold-duration: 45m}"
+    own = "annotations: {node-holder.dev/hold-duration: 10m}"
     path = timeline_file(tmp_path, f"{{name: b1, created: 2024-05-14T00:00:00Z, {batch}, {own}}}")
     entries = [
         {"name": "old-1", "created": "2024-05-01T00:00:00Z"},
@@ -477,24 +489,38 @@ def test_compare_overrides_a_nodepools_own_settings(tmp_path: Path) -> None:
             "name": "b1",
             "created": "2024-05-14T00:00:00Z",
             "labels": {POOL: "batch"},
-            "annotations": {"node-holder.dev/hold-duration": "45m"},
+            "annotations": {"node-holder.dev/hold-duration": "10m"},
         },
     ]
     as_json = tmp_path / "timeline.json"
     as_json.write_text(json.dumps(entries))
-    compare = "20m/pool:batch=10,20m/pool:batch=0,20m/pool:web=5m/pool:batch:max=50m"
+    pools = tmp_path / "nodepools.json"
+    annotations = {"node-holder.dev/hold-duration": "45m"}
+    pools.write_text(
+        json.dumps({"kind": "NodePool", "metadata": {"name": "batch", "annotations": annotations}})
+    )
+    compare = (
+        "20m/nodepool:batch=10,20m/nodepool:batch=0,20m/nodepool:web=5m/nodepool:batch:max=50m"
+    )
+    args = ("--start", "2024-05-14T00:00:00Z", "--end", "2024-05-14T01:00:00Z")
     for source in (path, str(as_json)):
-        args = ("--start", "2024-05-14T00:00:00Z", "--end", "2024-05-14T01:00:00Z")
-        data = simulate_json(source, *args, "--compare", compare)
+        alone = simulate_json(source, *args)
+        assert alone["configurations"][0]["heldRuns"] == 20, source  # the node's 10m: not read
+        assert alone["timeline"]["notes"] == [
+            "1 node(s) carry node-holder.dev/hold-duration or node-holder.dev/max-hold, which "
+            "are not read on nodes: give the NodePools' own as a NodePool list (kubectl get "
+            "nodepools -o json), or a column's nodepool:NAME=DURATION"
+        ]
+        data = simulate_json(source, str(pools), *args, "--compare", compare)
         columns = {c["label"]: c for c in data["configurations"]}
         assert list(columns) == [
             "20m",
-            "20m/pool:batch=10",
-            "20m/pool:batch=0",
-            "20m/pool:web=5m/pool:batch:max=50m",
+            "20m/nodepool:batch=10",
+            "20m/nodepool:batch=0",
+            "20m/nodepool:web=5m/nodepool:batch:max=50m",
         ]
         held = [c["heldRuns"] for c in columns.values()]
-        assert held == [45, 10, 0, 45], source  # the batch node's own 45m, then 10m, then never
+        assert held == [45, 10, 0, 45], source  # the NodePool's 45m, then 10m, then never
 
 
 def test_compare_columns_inherit_the_hold_options(tmp_path: Path) -> None:

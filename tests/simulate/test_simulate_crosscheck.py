@@ -6,6 +6,7 @@ after every run, the same writes, Events and API requests."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -101,8 +102,8 @@ CASES = {
 }
 
 
-def in_memory(path: str, hold: HoldSettings) -> Replayed:
-    timeline = load_timeline([path])
+def in_memory(paths: list[str], hold: HoldSettings) -> Replayed:
+    timeline = load_timeline(paths)
     span = replay_span(timeline, [hold], timedelta(minutes=1))
     seen: list[Annotations] = []
 
@@ -114,8 +115,10 @@ def in_memory(path: str, hold: HoldSettings) -> Replayed:
     return Replayed(runs, result.events, result.requests)
 
 
-def through_the_api(api: ApiServer, kubeconfig: Path, path: str, hold: HoldSettings) -> Replayed:
-    timeline = load_timeline([path])
+def through_the_api(
+    api: ApiServer, kubeconfig: Path, paths: list[str], hold: HoldSettings
+) -> Replayed:
+    timeline = load_timeline(paths)
     span = replay_span(timeline, [hold], timedelta(minutes=1))
     plan = schedule(timeline, span)
     kube = kube_for(kubeconfig)
@@ -156,8 +159,12 @@ def test_the_replay_gives_the_same_annotations_as_real_runs(
         f"start: {t('00:00:00')}\nend: {t('01:00:00')}\nnodes:\n"
         + "".join(f"  - {e}\n" for e in entries)
     )
-    memory = in_memory(str(path), hold)
-    real = through_the_api(api, kubeconfig, str(path), hold)
+    compare(in_memory([str(path)], hold), through_the_api(api, kubeconfig, [str(path)], hold))
+
+
+def compare(memory: Replayed, real: Replayed) -> None:
+    """Run by run, the replay's annotations and writes are the real runs'; so are its Events
+    and requests in all."""
     assert len(memory.runs) == len(real.runs) == 60
     for i, (mine, theirs) in enumerate(zip(memory.runs, real.runs, strict=True)):
         assert mine.annotations == theirs.annotations, f"after the run at minute {i}"
@@ -185,6 +192,45 @@ def test_the_replays_nodepool_writes_are_the_budget_mechanisms(
     figure = replay(timeline, span, hold, ReplayOptions()).budget_writes
     api.add_nodepool("a")
     api.add_nodepool("b")
-    real = through_the_api(api, kubeconfig, str(path), replace(hold, mechanism=Mechanism.BUDGET))
+    real = through_the_api(api, kubeconfig, [str(path)], replace(hold, mechanism=Mechanism.BUDGET))
     assert sum(r.writes for r in real.runs) == 0, "the budget mechanism writes no node"
     assert figure == real.nodepool_writes > 0
+
+
+@pytest.mark.parametrize("scope", [Scope.CLUSTER, Scope.GROUP])
+def test_the_nodepools_own_settings_replay_as_real_runs(
+    scope: Scope, api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A NodePool list beside the timeline gives batch 30m capped at 45m and gpu "0"; a batch
+    node carries a copied 10m, which neither the runs nor the replay read. The
+    replay run by run gives what real runs against the same NodePools give."""
+    path = tmp_path / "timeline.yaml"
+    entries = [
+        entry("old", OLD),
+        entry("b1", t("00:01:00"), pool="batch", **{"node-holder.dev__hold-duration": "10m"}),
+        entry("g1", t("00:05:00"), pool="gpu"),
+        entry("b2", t("00:20:00"), pool="batch"),
+        entry("w1", t("00:38:00"), pool="web"),
+        entry("b3", t("00:50:00"), pool="batch"),
+    ]
+    path.write_text(
+        f"start: {t('00:00:00')}\nend: {t('01:00:00')}\nnodes:\n"
+        + "".join(f"  - {e}\n" for e in entries)
+    )
+    own = {
+        "batch": {"node-holder.dev/hold-duration": "30m", "node-holder.dev/max-hold": "45m"},
+        "gpu": {"node-holder.dev/hold-duration": "0"},
+        "web": {},
+    }
+    pools = tmp_path / "nodepools.json"
+    items = []
+    for name, settings in own.items():
+        api.add_nodepool(name, annotations=settings)
+        items.append({"kind": "NodePool", "metadata": {"name": name, "annotations": settings}})
+    pools.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    hold = HoldSettings(scope=scope)
+    paths = [str(path), str(pools)]
+    memory = in_memory(paths, hold)
+    compare(memory, through_the_api(api, kubeconfig, paths, hold))
+    held = [r.annotations.get("b1", {}).get(KEY) for r in memory.runs]
+    assert held[1:46] == ["true"] * 45 and held[46] is None  # batch's own cap, 45m from 00:01

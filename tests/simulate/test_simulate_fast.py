@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconcile.rule import decide as rules
-from reconcile.rule.nodes import NodeView
+from reconcile.rule.nodes import NodePoolOwn, NodeView
 from reconcile.rule.selectors import parse_selector
 from reconcile.rule.settings import HoldSettings, Scope
 from reconcile.simulate.replay import (
@@ -269,19 +269,16 @@ def test_random_bursts_with_caps_give_the_same_figures(
     both(timeline, holds or [hold(cap=30)])
 
 
-def with_pools(timeline: Timeline, pools: dict[str | None, dict[str, str]]) -> Timeline:
-    """The timeline with each node carrying its NodePool's settings, as Karpenter copies them."""
-    nodes = [
-        replace(n, annotations={**n.annotations, **pools.get(n.labels.get(POOL), {})})
-        for n in timeline.nodes
-    ]
-    return replace(timeline, nodes=tuple(nodes))
+def with_pools(timeline: Timeline, pools: dict[str, dict[str, str]]) -> Timeline:
+    """The timeline with a NodePool list beside it: each NodePool's own settings."""
+    given = {p: NodePoolOwn(p, own.get(OWN), own.get(OWN_MAX)) for p, own in pools.items()}
+    return replace(timeline, nodepool_settings=given)
 
 
 def test_the_bundled_day_with_nodepools_own_settings_gives_the_same_figures() -> None:
     """batch holds 45m capped at 3h, gpu never starts a hold, general holds 10 minutes, in
     every scope and under a cap; and a --compare column that gives batch 45m replays what the
-    annotation replays."""
+    NodePool's annotation replays."""
     day = load_timeline([str(ROOT / "reconcile/examples/batch-day.yaml")])
     pools = {"batch": {OWN: "45m", OWN_MAX: "3h"}, "gpu": {OWN: "0"}, "general": {OWN: "10"}}
     holds = [hold(), hold(scope=Scope.GROUP), hold(scope=Scope.NODE), hold(cap=60)]
@@ -291,11 +288,13 @@ def test_the_bundled_day_with_nodepools_own_settings_gives_the_same_figures() ->
     assert all(
         figures(r) != figures(p) for r, p in zip(fast.results[:2], plain.results, strict=True)
     )
-    columns = parse_compare("20m/pool:batch=45m,20m/group/pool:gpu=0/pool:batch=45m", hold())
+    columns = parse_compare(
+        "20m/nodepool:batch=45m,20m/group/nodepool:gpu=0/nodepool:batch=45m", hold()
+    )
     overridden = both(day, columns)
     batch = both(with_pools(day, {"batch": {OWN: "45m"}}), [hold()])
     assert figures(overridden.results[0]) == {**figures(batch.results[0]), "hold": columns[0]}
-    assert overridden.results[1].label == "20m/group/pool:gpu=0/pool:batch=45m"
+    assert overridden.results[1].label == "20m/group/nodepool:gpu=0/nodepool:batch=45m"
 
 
 POOL_SETTINGS = st.sampled_from(
@@ -317,22 +316,25 @@ POOL_SETTINGS = st.sampled_from(
 def test_random_bursts_in_pools_with_their_own_settings_give_the_same_figures(
     bursts: list[Any], pools: dict[str, dict[str, str]], holds: list[HoldSettings], rng: Any
 ) -> None:
-    """The bursts above, each node carrying its pool's own hold and cap (or a bad value)."""
+    """The bursts above, each NodePool with its own hold and cap (or a bad value)."""
     nodes = []
     for b, (minute, count, life, pool, hand) in enumerate(bursts):
         for j in range(count):
             created = T0 + timedelta(minutes=minute, seconds=rng.randint(0, 150))
             deleted = created + timedelta(minutes=life + j) if life else None
-            own = {**(hand if j == 0 else {}), **pools.get(pool or "", {})}
+            own = hand if j == 0 else {}
             nodes.append(
                 TimelineNode(f"n{b}-{j}", created, deleted, {POOL: pool} if pool else {}, own)
             )
-    three_hours(nodes, "pools", holds)
+    three_hours(nodes, "pools", holds, pools)
 
 
-def three_hours(nodes: list[TimelineNode], name: str, holds: list[HoldSettings]) -> None:
-    """Three hours of these nodes from T0, fast and exact alike for each valid configuration
-    (a cap shorter than its hold is refused before any replay)."""
+def three_hours(
+    nodes: list[TimelineNode], name: str, holds: list[HoldSettings], pools: dict[str, dict]
+) -> None:
+    """Three hours of these nodes from T0, their NodePools with these settings of their own,
+    fast and exact alike for each valid configuration (a cap shorter than its hold is refused
+    before any replay)."""
     holds = [h for h in holds if h.max_hold is None or h.max_hold >= h.hold_duration]
     timeline = Timeline(
         tuple(sorted(nodes, key=lambda n: (n.created, n.name))),
@@ -340,7 +342,7 @@ def three_hours(nodes: list[TimelineNode], name: str, holds: list[HoldSettings])
         start=T0,
         end=T0 + timedelta(hours=3),
     )
-    both(timeline, holds or [hold(cap=30)])
+    both(with_pools(timeline, pools), holds or [hold(cap=30)])
 
 
 def test_a_run_records_at_most_ten_events_in_both_replays() -> None:
@@ -405,10 +407,10 @@ def test_days_of_every_shape_give_the_same_figures_run_by_run(
             gone = created + timedelta(minutes=life + j) if life else None
             raw.append((f"b{b}-{j}", created, gone, pool, hand if j == 0 else {}))
     nodes = [
-        TimelineNode(name, created, gone, {POOL: p} if p else {}, {**own, **pools.get(p or "", {})})
+        TimelineNode(name, created, gone, {POOL: p} if p else {}, own)
         for name, created, gone, p, own in raw
     ]
-    three_hours(nodes, "shapes", holds)
+    three_hours(nodes, "shapes", holds, pools)
 
 
 def test_a_capped_stretchs_longest_own_hold_and_a_late_end_in_its_free_period_count() -> None:
@@ -438,16 +440,16 @@ def leavers_day(count: int, seed: int = 31) -> Timeline:
     nodes = []
     for i in range(count):
         pool = rng.choice("abc")
-        own = {OWN: "45m"} if pool == "c" else {}
         if i % 2:
             created = T0 - timedelta(minutes=rng.uniform(60, 7200))
             gone = T0 + timedelta(minutes=rng.uniform(0, 1440))
         else:
             created = T0 + timedelta(minutes=rng.uniform(0, 1400))
             gone = created + timedelta(hours=rng.uniform(1, 8))
-        nodes.append(TimelineNode(f"n{i}", created, gone, {POOL: pool}, own))
+        nodes.append(TimelineNode(f"n{i}", created, gone, {POOL: pool}))
     ordered = tuple(sorted(nodes, key=lambda n: (n.created, n.name)))
-    return Timeline(ordered, ("leavers",), start=T0, end=T0 + timedelta(days=1))
+    timeline = Timeline(ordered, ("leavers",), start=T0, end=T0 + timedelta(days=1))
+    return with_pools(timeline, {"c": {OWN: "45m"}})
 
 
 def test_decide_is_given_a_few_nodes_per_event_on_a_day_of_long_lived_leavers(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from reconcile.rule.nodes import NodePoolOwn
 from reconcile.simulate.timeline import Timeline, TimelineError, load_timeline
 from tests.clusters import run_cli
 from tests.kubeapi.apiserver import ApiServer
@@ -126,11 +127,10 @@ def test_kubectl_node_list_and_list_of_nodes(tmp_path: Path) -> None:
         }
 
 
-def test_kubectl_nodes_and_nodeclaims_keep_their_nodepools_hold_settings_only(
-    tmp_path: Path,
-) -> None:
-    """Karpenter copies the NodePool template's annotations onto the NodeClaim and the node;
-    of today's annotations, only those two are the node's since it appeared."""
+def test_kubectl_nodes_and_nodeclaims_keep_no_annotations(tmp_path: Path) -> None:
+    """Today's annotations are not those a node had when it appeared, and a NodePool's hold
+    settings that Karpenter copied from its template are not read on nodes: the
+    replay reads them from a NodePool list only."""
     pool = {"node-holder.dev/hold-duration": "45m", "node-holder.dev/max-hold": "3h"}
     today = {
         "karpenter.sh/do-not-disrupt": "true",
@@ -146,7 +146,7 @@ def test_kubectl_nodes_and_nodeclaims_keep_their_nodepools_hold_settings_only(
     other["metadata"]["annotations"] = today
     data = {"apiVersion": "v1", "kind": "List", "items": [node, claim, other]}
     timeline = load(tmp_path, "nodes.json", json.dumps(data))
-    assert {n.name: dict(n.annotations) for n in timeline.nodes} == {"a": pool, "b": pool, "c": {}}
+    assert {n.name: dict(n.annotations) for n in timeline.nodes} == {"a": {}, "b": {}, "c": {}}
 
 
 def test_karpenter_nodeclaims_use_the_node_name_and_registration_time(tmp_path: Path) -> None:
@@ -399,9 +399,9 @@ NODEPOOLS = {
 
 def test_a_nodepool_list_gives_each_pool_its_own_settings_in_the_replay(tmp_path: Path) -> None:
     """`kubectl get nodepools -o json` beside the nodes: batch's NodePool says 45m. One new
-    batch node (its own annotation 10m, which the NodePool's value overrides, as in a run)
-    holds the old nodes 45 one-minute runs; a web node the default 20m. The same through one
-    NodePool alone."""
+    batch node holds the old nodes 45 one-minute runs; a web node the default 20m. The same
+    through one NodePool alone. The batch node's own annotation (10m) is not read, as in a
+    run: without the NodePools, 20m."""
     nodes = write(
         tmp_path,
         "nodes.yaml",
@@ -413,14 +413,14 @@ def test_a_nodepool_list_gives_each_pool_its_own_settings_in_the_replay(tmp_path
     )
     pools = write(tmp_path, "nodepools.json", json.dumps(NODEPOOLS))
     timeline = load_timeline([nodes, pools])
-    assert timeline.nodepools == {"batch": {"node-holder.dev/hold-duration": "45m"}, "web": {}}
+    assert timeline.nodepool_settings == {"batch": NodePoolOwn("batch", "45m", None), "web": None}
     one = write(tmp_path, "batch.json", json.dumps(NODEPOOLS["items"][0]))
     window = ("--start", "2024-05-14T00:00:00Z", "--end", "2024-05-14T03:00:00Z")
     for given in ([nodes], [nodes, pools], [nodes, one]):
         result = run_cli("simulate", *given, *window, "--output", "json")
         assert result.code == 0, result.stderr
         (column,) = json.loads(result.stdout)["configurations"]
-        held = 10 + 20 if given == [nodes] else 45 + 20
+        held = 20 + 20 if given == [nodes] else 45 + 20
         assert column["heldRuns"] == held, given
 
 

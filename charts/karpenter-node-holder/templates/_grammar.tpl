@@ -18,7 +18,7 @@
  },
  "settings": {
   "NODE_HOLDER_PAGE_SIZE": {"env": "NODE_HOLDER_PAGE_SIZE", "fix": "use a whole number from 1 to 10000", "high": 10000, "kind": "integer", "low": 1},
-  "NODE_HOLDER_QPS": {"auto": true, "env": "NODE_HOLDER_QPS", "fix": "use auto or a number from 0 to 10000", "high": 10000, "kind": "number", "low": 0},
+  "NODE_HOLDER_QPS": {"env": "NODE_HOLDER_QPS", "fix": "use a number from 0 to 10000", "high": 10000, "kind": "number", "low": 0},
   "NODE_HOLDER_REQUEST_TIMEOUT": {"env": "NODE_HOLDER_REQUEST_TIMEOUT", "fix": "use a duration from 100ms to 10m, such as 90s, 20m, 1h30m, 2d", "high": 600.0, "highText": "10m", "kind": "duration", "low": 0.1, "lowText": "100ms", "pattern": "^[ \\t\\r\\n]*[+]?(?:[0-9]+(?:\\.[0-9]+)?(?:[mM][sS]|[dDhHmMsS]))+[ \\t\\r\\n]*$"},
   "NODE_HOLDER_STATUS_NODES": {"env": "NODE_HOLDER_STATUS_NODES", "fix": "use true or false", "kind": "boolean"},
   "NODE_HOLDER_VERBOSE": {"env": "NODE_HOLDER_VERBOSE", "fix": "use a whole number from 0 to 3", "high": 3, "kind": "integer", "low": 0},

@@ -82,7 +82,6 @@ uninstall hook's deadline within Helm's default timeout.
 {{- if not (regexMatch "^[+]?[0-9]+$" $raw) }}{{ include "node-holder.refuse" (merge (dict "problem" "is not a whole number") .) }}{{ end }}
 {{- $digits := regexReplaceAll "^[+]?0*" $raw "" }}
 {{- if or (gt (len $digits) 18) (lt (atoi $digits) (.rule.low | int)) (gt (atoi $digits) (.rule.high | int)) }}{{ include "node-holder.refuse" (merge (dict "problem" "is out of range") .) }}{{ end }}
-{{- else if and (eq $kind "number") .rule.auto (eq (lower (trim .text)) "auto") }}
 {{- else if eq $kind "number" }}
 {{- $raw := trim .text }}
 {{- if not (regexMatch "^[+]?(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)$" $raw) }}{{ include "node-holder.refuse" (merge (dict "problem" "is not a number") .) }}{{ end }}
