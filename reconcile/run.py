@@ -19,8 +19,6 @@ from reconcile.cluster.pace import Backoff, Pace
 from reconcile.cluster.read import Listing, read_nodes
 from reconcile.rule import budget
 from reconcile.rule.decide import (
-    MAX_EVENTS,
-    NodePatch,
     Observed,
     Plan,
     Reason,
@@ -102,10 +100,8 @@ def run_once(
     if run.dry_run:
         return replace(result, pools=pools)
     applied = apply_plan(plan, kube, pace, on_result)
-    landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
     done = [r.patch.transition for r in pools.results if r.outcome is Outcome.PATCHED]
-    on_pools = [t for t in done if t][:MAX_EVENTS]  # the run's bound, for NodePools too
-    transitions = [*on_pools, *recorded_events(_as_landed(plan.transitions, landed), landed)]
+    transitions = recorded_events([*filter(None, done), *_as_landed(plan.transitions, applied)])
     events, errors = record_events(kube, plan, transitions, run, pace, describe)
     return replace(
         result,
@@ -117,19 +113,25 @@ def run_once(
     )
 
 
-def _as_landed(
-    transitions: tuple[Transition, ...], landed: list[NodePatch]
-) -> tuple[Transition, ...]:
-    """Each node transition with the nodes whose patch landed, not those planned: a run that
-    leaves nodes to the next one says in its Event what it changed."""
+def _as_landed(transitions: tuple[Transition, ...], applied: ApplyResult) -> list[Transition]:
+    """Each node transition whose window had a patch land, with the nodes whose patch landed,
+    not those planned: a run that leaves nodes to the next one says in its Event what it
+    changed. A hold ends in the run that removes the last of it: while removals are left
+    (paced, or failed), an end records nothing."""
+    landed = [r.patch for r in applied.results if r.outcome is Outcome.PATCHED]
+    over = (Outcome.PATCHED, Outcome.SETTLED, Outcome.GONE)  # the node carries no hold of ours
+    left = {r.patch.window for r in applied.results if r.patch.removed and r.outcome not in over}
+    windows = {p.window for p in landed}
     added = Counter(p.window for p in landed if p.added)
     removed = Counter(p.window for p in landed if p.removed)
-    return tuple(
-        replace(t, nodes=(removed if t.reason is Reason.ENDED else added)[t.window.name])
-        if t.window is not None and t.kind == "Node"
-        else t
+    ended = Reason.ENDED
+    return [
+        replace(t, nodes=(removed if t.reason is ended else added)[t.window.name])
         for t in transitions
-    )
+        if t.window is not None
+        and t.window.name in windows
+        and not (t.reason is ended and t.window.name in left)
+    ]
 
 
 @contextmanager

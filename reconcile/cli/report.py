@@ -18,7 +18,7 @@ from typing import Any
 
 from reconcile.cluster.apply import NodeResult, Outcome
 from reconcile.cluster.nodepools import PoolResult
-from reconcile.rule.budget import ENTRY_KEY, PoolPatch, pool_window
+from reconcile.rule.budget import ENTRY_KEY, PoolPatch, pool_window, window_of
 from reconcile.rule.decide import (
     MAX_EVENTS,
     HoldWindow,
@@ -393,6 +393,9 @@ def summary(result: RunResult, command: str) -> dict[str, Any]:
         "events": events,
         "badValues": [_bad_value(source, why) for source, why in plan.bad_values],
         "revertedNodePools": [p.name for p in result.pools.views if p.reverted],
+        "nodePoolsByAnnotation": [
+            {"nodePool": name, "why": why} for name, why in by_annotation(result).items()
+        ],
         "continues": _continues(result),
         "notFound": list(result.missing),
         "notPinned": _not_pinned(plan),
@@ -454,7 +457,16 @@ def _headline(plan: Plan) -> dict[str, Any]:
 
 #: The summary's lists the last JSON line bounds (LISTED items, LISTED_BYTES), with a count of
 #: the others (`windowsNotListed`, ...); of the kept claims, the first _KEPT_LISTED keys.
-_LISTS = ("windows", "errors", "events", "badValues", "revertedNodePools", "notFound", "notPinned")
+_LISTS = (
+    "windows",
+    "errors",
+    "events",
+    "badValues",
+    "revertedNodePools",
+    "nodePoolsByAnnotation",
+    "notFound",
+    "notPinned",
+)
 _KEPT_LISTED = 5
 
 
@@ -620,13 +632,8 @@ def warnings(result: RunResult, command: str) -> list[str]:
             f"someone else (a GitOps tool restoring the NodePool?); {then}; tell the GitOps "
             "tool to leave it alone (docs/design.md#gitops)"
         )
-    fallen: dict[str, list[str]] = {}  # auto: why a NodePool took no entry, and which
-    for r in result.pools.fallbacks:
-        fallen.setdefault(r.error or "", []).append(r.patch.pool.name)
-    found += [
-        f"nodepool/{_names(names)}: no budget entry ({why}); its nodes are held by annotation"
-        for why, names in fallen.items()
-    ]
+    if fallen := by_annotation(result):
+        found.append(_by_annotation_line(fallen))
     if edge := large_edge(result.plan):
         found.append(edge)
     if command != "reconcile" or not result.dry_run:
@@ -639,6 +646,37 @@ def warnings(result: RunResult, command: str) -> list[str]:
             "(NODE_HOLDER_DRY_RUN)"
         )
     return found
+
+
+def by_annotation(result: RunResult) -> dict[str, str]:
+    """auto: each held NodePool whose nodes this run holds by annotation instead of a budget
+    entry, and why, in every run until the hold ends: the cluster says so (a fallback leaves
+    no entry, and its nodes carry node-holder's hold annotations, see budget.budgeted)."""
+    plan = result.plan
+    if plan.hold.mechanism is not Mechanism.AUTO or plan.mode is not Mode.RECONCILE:
+        return {}
+    fallen = {r.patch.pool.name: r.error or "" for r in result.pools.fallbacks}
+    found = {}
+    for pool in result.pools.views:
+        if pool.name in plan.hold.budgeted or not window_of(pool.name, plan).held:
+            continue
+        found[pool.name] = fallen.get(pool.name) or (
+            "someone else removed it"
+            if pool.reverted
+            else "its nodes carry node-holder's hold annotations since an earlier run: a budget "
+            "entry that could not be made, or a switch from annotations"
+        )
+    return found
+
+
+def _by_annotation_line(fallen: dict[str, str]) -> str:
+    """`by_annotation`'s NodePools in one line, those with the same why together."""
+    names: dict[str, list[str]] = defaultdict(list)
+    for name, why in fallen.items():
+        names[why].append(name)
+    held = [f"nodepool/{_names(pools)}: no budget entry ({why})" for why, pools in names.items()]
+    more = f"; and {len(held) - 5} more reasons" if len(held) > 5 else ""
+    return f"{'; '.join(held[:5])}{more}: held by annotation until the hold ends"
 
 
 def failure(result: RunResult, next_run: bool = True) -> str | None:

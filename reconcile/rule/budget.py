@@ -61,7 +61,7 @@ class PoolView:
     budgets: tuple[Any, ...]  # (never missing: the CRD defaults it to [{nodes: "10%"}])
     annotated: bool  # has metadata.annotations at all
     named: dict[str, Any] | None  # the entry ENTRY_KEY names: the ownership record
-    ours: tuple[int, ...]  # where the list holds it: as written (one), else stripped copies
+    ours: tuple[int, ...]  # where the list holds it: as written, else its last stripped copy
     at: int | None  # where the list holds it as written (None: not there)
     reverted: bool  # ENTRY_KEY is there but the list holds no copy of what it names
 
@@ -73,8 +73,9 @@ class PoolView:
 
 def pool_view(obj: Mapping[str, Any]) -> PoolView:
     """The view of one NodePool. This tool's entry is the one ENTRY_KEY names, found by value;
-    where the list does not hold it as written, each stripped copy of it is this tool's (what
-    a conversion to v1beta1 left of it). Beside the original, a lookalike is a person's."""
+    where the list does not hold it as written, the last stripped copy of it is this tool's
+    (what a conversion to v1beta1 left of the one entry it appends), and an equal entry before
+    it a person's. Beside the original, a lookalike is a person's."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     listed = (spec.get("disruption") or {}).get("budgets")
     budgets = tuple(listed) if isinstance(listed, list) else ()
@@ -82,7 +83,8 @@ def pool_view(obj: Mapping[str, Any]) -> PoolView:
     named = _named(annotations.get(ENTRY_KEY))
     at = next((i for i, b in enumerate(budgets) if named and b == named), None)
     copy = stripped(named) if named and at is None else None
-    ours = (at,) if at is not None else tuple(i for i, b in enumerate(budgets) if b == copy)
+    copies = [i for i, b in enumerate(budgets) if b == copy]
+    ours = (at,) if at is not None else tuple(copies[-1:])
     return PoolView(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
@@ -172,7 +174,7 @@ def lost(sent: PoolPatch, stored: PoolView) -> str | None:
 
 
 def withdraw(stored: PoolView, window: HoldWindow) -> PoolPatch:
-    """The patch that removes every copy of this tool's entry a lossy write left, and the
+    """The patch that removes the copy of this tool's entry a lossy write left, and the
     record: the NodePool is as before, but for its resourceVersion."""
     return PoolPatch(stored, window, None, "drop")
 
@@ -190,7 +192,7 @@ def window_of(pool: str, plan: Plan) -> HoldWindow:
 
 def decide_pool(pool: PoolView, plan: Plan) -> PoolPatch | None:
     """The change `pool` needs: the entry while its window is held (by a budget), else none;
-    every other copy of this tool's entry (stripped by a conversion) and a record naming none
+    the stripped copy of this tool's entry a conversion left, and a record naming none,
     go. Adding again, in the same stretch, an entry someone else removed: restored."""
     window = window_of(pool.name, plan)
     on_budget = plan.hold.mechanism is Mechanism.BUDGET or pool.name in plan.observed.budgeted

@@ -690,28 +690,22 @@ def _transitions(
 MAX_EVENTS = 10
 
 
-def recorded_events(
-    transitions: Sequence[Transition], landed: Sequence[NodePatch]
-) -> tuple[Transition, ...]:
-    """The Events a run records: the transitions whose window had a patch land, at most
-    MAX_EVENTS; past that, the rest are summed up, one per reason with its node count."""
-    windows = {p.window for p in landed}
-    events = [t for t in transitions if t.window is not None and t.window.name in windows]
-    if len(events) <= MAX_EVENTS:
-        return tuple(events)
-    reasons = sorted({t.reason for t in events})
+def recorded_events(transitions: Sequence[Transition]) -> tuple[Transition, ...]:
+    """The Events a run records, on nodes and NodePools alike: at most MAX_EVENTS; past that,
+    the rest are summed up, one per reason with its node count."""
+    if len(transitions) <= MAX_EVENTS:
+        return tuple(transitions)
+    reasons = sorted({t.reason for t in transitions})
     cut = MAX_EVENTS - len(reasons)
     summed = []
     for reason in reasons:
-        rest = [t for t in events[cut:] if t.reason == reason]
-        names = {t.window.name for t in rest if t.window is not None}
-        ended = reason is Reason.ENDED
-        nodes = sum(1 for p in landed if p.window in names and (p.removed if ended else p.added))
-        if rest:
+        if rest := [t for t in transitions[cut:] if t.reason == reason]:
+            nodes = sum(t.nodes for t in rest)
+            first = rest[0]
             summed.append(
-                Transition(reason, None, rest[0].node, rest[0].node_uid, nodes, len(rest))
+                Transition(reason, None, first.node, first.node_uid, nodes, len(rest), first.kind)
             )
-    return (*events[:cut], *summed)
+    return (*transitions[:cut], *summed)
 
 
 def decide(

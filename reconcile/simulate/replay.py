@@ -601,8 +601,7 @@ class _Replay:
                 self._due(i + 1)
             plans = [self._decide(name, i, tick) for name in sorted(names & self.wins.keys())]
             transitions = [t for p, _ in plans for t in p.transitions]
-            patches = [patch for p, _ in plans for patch in p.patches]
-            events = len(rules.recorded_events(transitions, patches)) if self.options.events else 0
+            events = len(rules.recorded_events(transitions)) if self.options.events else 0
             self._record(1, sum(w for _, w in plans), events)
             self.result.replayed += 1
             done = i + 1

@@ -226,8 +226,14 @@ def test_auto_switch_from_annotations_keeps_them_until_the_hold_ends(cluster):
     node(api, "batch-new", timedelta(minutes=1), "batch")
     assert run(kubeconfig, "reconcile").code == 0
     api.reset_log()
-    assert run(kubeconfig, "reconcile", "--mechanism", "auto").code == 0
+    result = run(kubeconfig, "reconcile", "--mechanism", "auto", "--output", "json")
+    assert result.code == 0, result.stderr
     assert api.writes() == [] and api.writes("nodepools") == []
+    # Named, with why, in every run while it lasts.
+    listed = result.json["nodePoolsByAnnotation"]
+    assert [p["nodePool"] for p in listed] == ["batch", "gpu"]
+    (line,) = [x for x in result.stderr.splitlines() if "no budget entry" in x]
+    assert "nodepool/batch, gpu: no budget entry (its nodes carry node-holder's hold" in line
 
 
 def test_group_scope_holds_only_the_held_groups_nodepool(cluster):
@@ -383,3 +389,27 @@ def test_no_line_grows_past_16_kib_with_fifty_budgets(api, kubeconfig):
     assert result.code == 0, result.stderr
     lines = [*result.lines, *result.stderr.splitlines()]
     assert len(lines) == 3 + 2 and all(len(line.encode()) <= 16 * 1024 for line in lines)
+
+
+def test_auto_records_at_most_ten_events_in_all_with_a_summary_of_the_rest(api, kubeconfig):
+    """Six NodePools take their entry (an Event each) and six groups of nodes of NodePools that
+    do not exist are held by annotation (an Event each): one bound for both, ten Events, the
+    last of which sums up the other three."""
+    api.set_clock(T0)
+    for i in range(6):
+        api.add_nodepool(f"pool{i}", budgets=[])
+        node(api, f"pool{i}-new", timedelta(minutes=1), f"pool{i}")
+        node(api, f"gone{i}-new", timedelta(minutes=1), f"gone{i}")
+    auto = ("reconcile", "--mechanism", "auto", "--hold-scope", "group")
+    result = run(str(kubeconfig), *auto, "--output", "json")
+    assert result.code == 0, result.stderr
+    assert all(owned(api, f"pool{i}") for i in range(6))
+    assert all(api.annotations(f"gone{i}-new") == OURS for i in range(6))
+    events = api.events
+    assert len(events) == 10 and {e["reason"] for e in events} == {"HoldStarted"}
+    kinds = [e["involvedObject"]["kind"] for e in events]
+    assert kinds == ["NodePool"] * 6 + ["Node"] * 4
+    assert events[-1]["message"] == (
+        "Hold started for 3 more windows, 3 node(s) in all (one run records at most 10 Events)"
+    )
+    assert len(json.loads(result.stdout.splitlines()[-1])["events"]) == 10

@@ -118,18 +118,25 @@ def test_auto_holds_the_nodes_by_annotation_in_the_same_run_and_leaves_no_entry(
     assert api.annotations("batch-old") == OURS and api.annotations("batch-new") == OURS
     said = [x for x in result.stderr.splitlines() if "no budget entry" in x]
     assert len(said) == 1 and "nodepool/batch: no budget entry (" in said[0]
-    assert said[0].endswith("its nodes are held by annotation")
+    assert said[0].endswith("held by annotation until the hold ends")
     assert [(e["reason"], e["involvedObject"]["kind"]) for e in api.events] == [
         ("HoldStarted", "Node")
     ]
-    # The hold goes on by annotation: no NodePool write, nothing said again...
+    # The hold goes on by annotation, no NodePool write, and every run says so and why...
     api.reset_log()
-    quiet = run(kubeconfig, *auto)
-    assert quiet.code == 0 and "no budget entry" not in quiet.stderr
-    assert api.writes("nodepools") == [] and api.annotations("batch-old") == OURS
-    # ... and ends as one.
+    again = run(kubeconfig, *auto)
+    assert again.code == 0 and api.writes("nodepools") == []
+    assert api.annotations("batch-old") == OURS
+    (line,) = [x for x in again.stderr.splitlines() if "no budget entry" in x]
+    assert "nodepool/batch: no budget entry (its nodes carry node-holder's hold annotations" in line
+    assert line.endswith("held by annotation until the hold ends")
+    listed = run(kubeconfig, *auto, "--output", "json").json["nodePoolsByAnnotation"]
+    assert [p["nodePool"] for p in listed] == ["batch"] and "annotations" in listed[0]["why"]
+    # ... and ends as one, naming it no more.
     api.advance_clock(timedelta(minutes=25))
-    assert run(kubeconfig, *auto).code == 0
+    ended = run(kubeconfig, *auto, "--output", "json")
+    assert ended.code == 0 and ended.json["nodePoolsByAnnotation"] == []
+    assert "no budget entry" not in ended.stderr
     assert api.annotations("batch-old") == {} and budgets(api, "batch") == before
 
 
@@ -144,25 +151,43 @@ def test_auto_holds_the_nodes_by_annotation_in_the_same_run_and_leaves_no_entry(
 def test_release_and_the_end_of_a_hold_remove_a_stripped_copy_never_a_persons(
     api: ApiServer, kubeconfig, command
 ):
-    """A stripped copy of node-holder's entry, named by the record (a removal that failed);
-    a person's entry of the same shape and minute but another duration stays, and so does
-    a person's entry of node-holder's full shape that the record does not name."""
+    """A stripped copy of node-holder's entry, named by the record (a removal that failed),
+    after a person's entry equal to it: only the one copy this tool appended goes. A
+    person's entry of the same shape and minute but another duration stays too."""
     api.set_clock(T0 + timedelta(hours=1))  # the hold is over
     api.karpenter_conversion = DROPS_REASONS
-    people = [*PEOPLES, LOOKALIKE]
+    people = [dict(STRIPPED), *PEOPLES, LOOKALIKE]
     api.add_nodepool(
         "batch",
-        budgets=[*people, dict(ENTRY), dict(STRIPPED)],
+        budgets=[*people, dict(ENTRY)],
         annotations={ENTRY_KEY: json.dumps(ENTRY, separators=(",", ":"), sort_keys=True)},
     )
     node(api, "batch-old", OLD, "batch")
-    assert budgets(api, "batch") == [*people, STRIPPED, STRIPPED]
+    assert budgets(api, "batch") == [*people, STRIPPED]
     result = run(str(kubeconfig), *command)
     assert result.code == 0, result.stderr
     assert budgets(api, "batch") == people and owned(api, "batch") is None
-    said = "nodepool/batch: removed 2 stripped copy(ies) of its entry, dropped " + ENTRY_KEY
+    said = "nodepool/batch: removed 1 stripped copy(ies) of its entry, dropped " + ENTRY_KEY
     assert said in result.stdout
     assert run(str(kubeconfig), *command).code == 0 and len(api.writes("nodepools")) == 1
+
+
+@pytest.mark.parametrize("mechanism", ["budget", "auto"])
+def test_a_persons_entry_equal_to_the_stripped_one_survives_a_lossy_write(
+    api: ApiServer, kubeconfig, mechanism
+):
+    """Karpenter v0.34 to v0.37: NodePool batch holds a person's entry identical to this
+    run's entry as stored without reasons. The run appends its entry, which comes back
+    stripped, and removes that one copy again: the person's stays, `[P, 10%, Q]` as before."""
+    api.set_clock(T0)
+    api.karpenter_conversion = DROPS_REASONS
+    before = [dict(STRIPPED), *PEOPLES]
+    api.add_nodepool("batch", budgets=[dict(b) for b in before])
+    node(api, "batch-new", timedelta(minutes=1), "batch")
+    result = run(str(kubeconfig), "reconcile", "--mechanism", mechanism)
+    assert result.code == (mechanism == "budget"), result.stderr
+    assert budgets(api, "batch") == before and owned(api, "batch") is None
+    assert pool_writes(api, "batch") == [200, 200]  # the add, its removal
 
 
 def test_a_persons_stripped_lookalike_beside_our_entry_stays(api: ApiServer, kubeconfig):

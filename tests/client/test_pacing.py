@@ -204,3 +204,46 @@ def test_the_uninstall_hook_s_release_fails_when_it_leaves_nodes(
     left = 1_000 - sent - sent_by_hook
     assert f"{left} node(s) left at the run timeout and no next run follows" in line
     assert sum(1 for n in names if api.annotations(n)) == left
+
+
+@pytest.mark.parametrize("command", ["reconcile", "release"])
+def test_a_paced_end_records_hold_ended_once_in_the_run_that_removes_the_last_of_it(
+    api: ApiServer, kubeconfig: Path, command: str
+) -> None:
+    """A hold that is over (or released by hand) on 300 nodes, at a rate that removes it over
+    two runs or more: the runs before the last record no Event and list none in their JSON;
+    the last one records one HoldEnded, counting the nodes it removed."""
+    names = api.add_nodes(300, created=api.now() - timedelta(days=1), eks=False, annotations=OURS)
+    args = ("--kubeconfig", str(kubeconfig), "--qps", "100", "--timeout", "2s", "--output", "json")
+    runs: list[CliResult] = []
+    removed: list[int] = []  # nodes each run removed the hold from
+    while any(api.annotations(n) for n in names) and len(runs) < 20:
+        runs.append(run_cli(command, *args))
+        assert runs[-1].code == 0, runs[-1].stderr
+        removed.append(patches(api, sum(removed)))
+    assert len(runs) >= 2 and not any(api.annotations(n) for n in names)
+    assert [r.json["events"] for r in runs[:-1]] == [[]] * (len(runs) - 1)
+    (event,) = api.events
+    assert event["reason"] == "HoldEnded"
+    assert event["message"].endswith(f"; hold annotation removed from {removed[-1]} node(s)")
+    assert [e["reason"] for e in runs[-1].json["events"]] == ["HoldEnded"]
+
+
+def test_an_end_with_a_failed_removal_records_hold_ended_in_the_run_that_finishes_it(
+    api: ApiServer, kubeconfig: Path
+) -> None:
+    """One node's removal is refused: that run fails and records no HoldEnded; the next run
+    removes the last of the hold and records it, counting that one node."""
+    names = api.add_nodes(5, created=api.now() - timedelta(days=1), eks=False, annotations=OURS)
+    api.inject(Fault(method="PATCH", path=f"{NODES}/{names[2]}$", status=400, times=None))
+    failed = run_cli("reconcile", "--kubeconfig", str(kubeconfig), "--output", "json")
+    assert failed.code == 1 and failed.json["events"] == [] and api.events == []
+    assert [n for n in names if api.annotations(n)] == [names[2]]
+    api.clear_faults()
+    ended = run_cli("reconcile", "--kubeconfig", str(kubeconfig), "--output", "json")
+    assert ended.code == 0 and not any(api.annotations(n) for n in names)
+    (event,) = api.events
+    assert event["reason"] == "HoldEnded" and [e["reason"] for e in ended.json["events"]] == [
+        "HoldEnded"
+    ]
+    assert event["message"].endswith("; hold annotation removed from 1 node(s)")

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from reconcile.cli.report import event_message
-from reconcile.rule.decide import Plan, decide, recorded_events
+from reconcile.rule.decide import HoldWindow, Plan, Reason, Transition, decide, recorded_events
 from reconcile.rule.selectors import parse_selector
 from reconcile.rule.settings import HoldSettings, Mode, Scope
 from tests.support import T0, apply_plan, minutes, node
@@ -63,9 +66,38 @@ def test_a_hold_ended_by_the_cap_or_by_no_trigger_says_so() -> None:
 def test_past_ten_events_the_rest_are_summed_up_in_one() -> None:
     nodes = [node(f"n{i:02}", annotations=OURS) for i in range(12)]
     plan = decide(nodes, T0, HoldSettings(scope=Scope.NODE))
-    events = recorded_events(plan.transitions, plan.patches)
+    events = recorded_events(plan.transitions)
     assert len(events) == 10
     assert event_message(events[-1], plan) == (
         "Hold ended for 3 more windows, 3 node(s) in all (one run records at most 10 Events)"
     )
     assert events[-1].node == "n09" and events[-1].more == 3
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(list(Reason)), st.sampled_from(["Node", "NodePool"])),
+        max_size=30,
+    ),
+    st.integers(0, 50),
+)
+def test_node_and_nodepool_events_share_one_bound_and_the_summary_counts_the_rest(
+    kinds: list[tuple[Reason, str]], nodes: int
+) -> None:
+    """However many node and NodePool Events a run has, it records at most ten; each one past
+    them is in a summary of its reason, and so are its nodes."""
+    transitions = [
+        Transition(
+            r, HoldWindow(f"w{i}", held=True), f"o{i}", "", 0 if k == "NodePool" else nodes, kind=k
+        )
+        for i, (r, k) in enumerate(kinds)
+    ]
+    events = recorded_events(transitions)
+    assert len(events) <= 10 and (len(transitions) > 10 or list(events) == transitions)
+    shown = [e for e in events if e.window is not None]
+    assert shown == transitions[: len(shown)]
+    for reason in Reason:
+        mine = [t for t in transitions if t.reason is reason]
+        told = [e for e in events if e.reason is reason]
+        assert sum(e.more or 1 for e in told) == len(mine)
+        assert sum(e.nodes for e in told) == sum(t.nodes for t in mine)
