@@ -48,7 +48,7 @@ test: $(STAMP) $(HELM_STAMP) prom-tools
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/deptry reconcile
-	NODE_HOLDER_REQUIRE_TOOLS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
 ## docs (or chart-docs): regenerate what is generated from the CLI's settings table and the
 ## chart's values.yaml: the chart's values.schema.json and grammar template

@@ -61,8 +61,16 @@ FLAT: dict[str, str] = {
     "logFormat": "NODE_HOLDER_LOG_FORMAT",
     "output": "NODE_HOLDER_OUTPUT",
 }
-#: Settings the chart does not offer: the pod always uses its in-cluster service account.
-NOT_IN_CHART = frozenset({"KUBECONFIG", "NODE_HOLDER_CONTEXT", "NODE_HOLDER_SUSPEND_CRONJOB"})
+#: Settings the chart does not offer: the pod always uses its in-cluster service account, and
+#: its settings are the ConfigMap (--settings-from is for one-off commands).
+NOT_IN_CHART = frozenset(
+    {
+        "KUBECONFIG",
+        "NODE_HOLDER_CONTEXT",
+        "NODE_HOLDER_SUSPEND_CRONJOB",
+        "NODE_HOLDER_SETTINGS_FROM",
+    }
+)
 
 
 def by_env() -> dict[str, options.Setting]:
@@ -141,10 +149,9 @@ def duration_pattern(setting: options.Setting) -> str:
 
 def grammar() -> dict[str, dict[str, Any]]:
     envs = by_env()
-    retired = {env: {"env": env, "retired": why} for env, why in options.RETIRED.items()}
     return {
         "values": {name: rule(envs[env]) for name, env in FLAT.items()},
-        "settings": {env: rule(envs[env]) for env in map_envs()} | retired,
+        "settings": {env: rule(envs[env]) for env in map_envs()},
     }
 
 
@@ -192,11 +199,6 @@ def setting_schema(setting: options.Setting) -> dict[str, Any]:
     return out | {"type": "string"} | pattern
 
 
-def retired_schema(env: str) -> dict[str, Any]:
-    """A setting no longer read: let it through, so that _validate.tpl names it and the fix."""
-    return {"description": f"No longer read: {options.RETIRED[env]}; remove it."}
-
-
 def _map(values: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"type": ["object", "null"], "additionalProperties": values or {"type": "string"}}
 
@@ -221,10 +223,7 @@ def kubernetes_properties() -> dict[str, Any]:
         },
         "settings": {
             "description": "The other NODE_HOLDER_* settings, by environment variable.",
-            **_object(
-                {env: setting_schema(by_env()[env]) for env in map_envs()}
-                | {env: retired_schema(env) for env in options.RETIRED}
-            ),
+            **_object({env: setting_schema(by_env()[env]) for env in map_envs()}),
         },
         "image": {
             "description": "A map; the original chart's `repo:tag` string is refused by the "
@@ -397,6 +396,7 @@ _ACCEPTS = {
     "label": "a label key",
     "boolean": "`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`",
     "cronjob": "`NAMESPACE/NAME`; empty: none",
+    "configmap": "`NAMESPACE/NAME`; empty: none",
     "text": "text, not empty",
     "columns": "configurations in `--compare`'s syntax, read by simulate",
 }

@@ -6,6 +6,7 @@ Everything goes through the API test server over real HTTP; nothing here mocks o
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -13,6 +14,8 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 from reconcile.cluster.access import connection_for
 from reconcile.cluster.client import Client
@@ -25,6 +28,25 @@ OURS = {KEY: "true", MARKER: KEY}
 NODES = "/api/v1/nodes"
 REPO = Path(__file__).resolve().parents[1]
 ERROR = "node-holder: error: "
+#: Tools the suite runs when they are installed; CI sets this (.ci/run, the GitHub workflow),
+#: so that a missing one fails there instead of skipping.
+REQUIRE_TOOLS = os.environ.get("NODE_HOLDER_REQUIRE_TOOLS") == "1"
+
+
+def prometheus_tool(name: str) -> str:
+    """`prometheus` or `promtool` of Debian 12's prometheus package (2.42), which the
+    real-Prometheus tests assume; without it they skip with one line saying how to install it."""
+    found = shutil.which(name)
+    if found is None:
+        why = (
+            "prometheus is not installed: on Debian 12, apt-get install prometheus (2.42, "
+            "as root: make prom-tools); elsewhere, put Prometheus 2.42's prometheus and promtool "
+            "(github.com/prometheus/prometheus/releases) on PATH"
+        )
+        if REQUIRE_TOOLS:
+            pytest.fail(why)
+        pytest.skip(why)
+    return found
 
 
 def old(api: ApiServer, *names: str, annotations: dict[str, str] | None = None) -> None:

@@ -10,7 +10,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -18,7 +19,11 @@ from reconcile import __version__
 from reconcile.cli import logs, options
 from reconcile.cli.logs import error_line, log, verbosity
 from reconcile.cli.options import Parsed, hold_settings, run_settings, settings_for
+from reconcile.rule.settings import SETTINGS_CONFIGMAP as INSTALLED_SETTINGS
 from reconcile.rule.settings import ConfigError, HoldSettings, Mode, Output, RunSettings
+
+if TYPE_CHECKING:
+    from reconcile.cluster.access import Connection
 
 EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG = 0, 1, 2
 PROG = "node-holder"
@@ -65,7 +70,7 @@ def reconcile(parsed: Parsed) -> None:
       node-holder reconcile --hold-duration 30m --output json
       HOLD_DURATION=45m node-holder reconcile
     """
-    _execute("reconcile", parsed, hold_settings(parsed), run_settings(parsed, Mode.RECONCILE))
+    _execute("reconcile", parsed, lambda p: (hold_settings(p), run_settings(p, Mode.RECONCILE)))
 
 
 @cli.command()
@@ -88,7 +93,7 @@ def status(parsed: Parsed) -> None:
       node-holder status
       node-holder status --nodes --output json | jq -c 'select(.node)'
     """
-    _execute("status", parsed, hold_settings(parsed), run_settings(parsed, Mode.RECONCILE))
+    _execute("status", parsed, lambda p: (hold_settings(p), run_settings(p, Mode.RECONCILE)))
 
 
 @cli.command()
@@ -101,8 +106,7 @@ def release(parsed: Parsed) -> None:
     --max-hold) do not apply and their environment variables are not read;
     --annotation names custom hold keys to remove besides the well-known ones.
     """
-    hold = HoldSettings(annotations=parsed[options.ANNOTATION])
-    _execute("release", parsed, hold, run_settings(parsed, Mode.RELEASE))
+    _execute("release", parsed, lambda p: (_keys(p), run_settings(p, Mode.RELEASE)))
 
 
 @cli.command()
@@ -140,8 +144,12 @@ def unpin(parsed: Parsed, names: tuple[str, ...]) -> None:
 
 
 def _pinning(mode: Mode, parsed: Parsed, nodes: tuple[str, ...]) -> None:
-    hold = HoldSettings(annotations=parsed[options.ANNOTATION])
-    _execute(str(mode), parsed, hold, run_settings(parsed, mode, only=nodes))
+    _execute(str(mode), parsed, lambda p: (_keys(p), run_settings(p, mode, only=nodes)))
+
+
+def _keys(parsed: Parsed) -> HoldSettings:
+    """release, pin and unpin: the hold keys alone."""
+    return HoldSettings(annotations=parsed[options.ANNOTATION])
 
 
 # --- simulate: replay a node timeline in memory (docs/simulate.md) ---------------------------
@@ -196,18 +204,28 @@ def simulate(parsed: Parsed, timeline: tuple[str, ...]) -> None:
         click.echo(line)
 
 
-def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings) -> None:
-    """Connect, hand over from the CronJob (release --suspend-cronjob), run once, report."""
+#: A command's settings from its parsed options: the hold settings and the run's.
+Build = Callable[[Parsed], tuple[HoldSettings, RunSettings]]
+
+
+def _execute(command: str, parsed: Parsed, build: Build) -> None:
+    """Connect, read the CronJob's settings (--settings-from), hand over from the CronJob
+    (release --suspend-cronjob), run once, report."""
     # Imported here: --help, settings errors and simulate need none of it.
     from reconcile.cli import report  # noqa: PLC0415
     from reconcile.cluster import access, client, handover, pace, read  # noqa: PLC0415
     from reconcile.run import run_once  # noqa: PLC0415
 
-    for warning in report.unread_keys(hold, run):
-        log.warning("%s", warning)
+    hold, run = build(parsed)  # bad input: exit 2 before any request
     where = options.access_settings(parsed)
     started = time.monotonic()
     connection = access.connection_for(where, plugin_timeout=run.timeout.total_seconds())
+    if parsed.get(options.SETTINGS_FROM, None) is not None:
+        parsed = _settings_from(connection, where.request_timeout, command, parsed)
+        hold, run = build(parsed)
+        where = options.access_settings(parsed)
+    for warning in report.unread_keys(hold, run):
+        log.warning("%s", warning)
     run = run.after(time.monotonic() - started)
     kube = client.Client(
         connection,
@@ -260,6 +278,26 @@ def _execute(command: str, parsed: Parsed, hold: HoldSettings, run: RunSettings)
     failure = report.failure(result, next_run=suspend is None)
     if failure:
         raise RuntimeFailure(failure)
+
+
+def _settings_from(connection: Connection, timeout: float, command: str, parsed: Parsed) -> Parsed:
+    """The options with the CronJob's ConfigMap, read with the caller's credentials: one that
+    does not exist or that the caller may not read is bad input (exit 2); any other failure
+    to read it is exit 1."""
+    from reconcile.cluster import client, errors, pace  # noqa: PLC0415
+
+    ref = parsed[options.SETTINGS_FROM]
+    kube = client.Client(connection, request_timeout=timeout, pool_size=1)
+    try:
+        data = kube.configmap_data(ref.namespace, ref.name)
+    except errors.NotFound as exc:
+        fix = f"name the ConfigMap the CronJob reads ({INSTALLED_SETTINGS} as installed)"
+        raise ConfigError(f"--settings-from {ref}: {exc.explain()}; {fix}") from None
+    except errors.Forbidden as exc:
+        raise ConfigError(f"--settings-from {ref}: {exc.explain()}") from None
+    except (errors.ApiError, errors.TransportError) as exc:
+        raise RuntimeFailure(f"--settings-from {ref}: {pace.explain(exc)}") from None
+    return options.with_configmap(parsed, command, ref, data)
 
 
 def _on_signals(stop: threading.Event) -> None:

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any, Generic, TypeVar, cast
 
 import click
+from click.core import ParameterSource
 
 from reconcile.cli.logs import log, logging_option
 from reconcile.rule import settings as s
@@ -112,7 +113,9 @@ BOOLEAN = Kind("boolean", s.parse_bool)
 KEYS = Kind("keys", s.parse_annotation_keys)
 SELECTOR = Kind("selector", s.parse_selector_text)
 LABEL = Kind("label", s.parse_label_key)
-CRONJOB = Kind("cronjob", s.parse_cronjob_ref)  # `NAMESPACE/NAME`; empty: none
+#: `NAMESPACE/NAME`; empty: none.
+CRONJOB = Kind("cronjob", functools.partial(s.parse_ref, kind="CronJob"))
+CONFIGMAP = Kind("configmap", functools.partial(s.parse_ref, kind="ConfigMap"))
 #: A path, a context name, a time: as given, not empty; absent: None.
 TEXT: Kind[str | None] = Kind("text", _given)
 #: simulate's --compare and --sweep: parsed by simulate, against the hold settings.
@@ -323,6 +326,16 @@ SUSPEND_CRONJOB = Setting(
     "",
     metavar="NAMESPACE/NAME",
 )
+SETTINGS_FROM = Setting(
+    "--settings-from",
+    "NODE_HOLDER_SETTINGS_FROM",
+    CONFIGMAP,
+    "Run with the CronJob's settings: read them from its ConfigMap through the API, with your "
+    f"own credentials ({s.SETTINGS_CONFIGMAP} as installed). A flag wins over the ConfigMap, "
+    "the ConfigMap over the environment; a dry run asked for by a flag or the environment "
+    "holds whatever it says; the connection and how results are shown stay yours.",
+    metavar="NAMESPACE/CONFIGMAP",
+)
 OUTPUT = Setting(
     "--output",
     "NODE_HOLDER_OUTPUT",
@@ -441,11 +454,11 @@ REPLAY = (COMPARE, SWEEP, INTERVAL, START, END, LAST, PLOT)  # simulate's own
 
 #: Which settings each command uses; nothing else is read for it.
 COMMANDS: dict[str, tuple[Setting[Any], ...]] = {
-    "reconcile": (*HOLD, MECHANISM, *WRITE, *READ, *ACCESS, *OUTPUTS),
-    "status": (*HOLD, MECHANISM, *READ, *ACCESS, *OUTPUTS, STATUS_NODES),
+    "reconcile": (*HOLD, MECHANISM, *WRITE, *READ, *ACCESS, SETTINGS_FROM, *OUTPUTS),
+    "status": (*HOLD, MECHANISM, *READ, *ACCESS, SETTINGS_FROM, *OUTPUTS, STATUS_NODES),
     # release needs no hold duration, scope, selector or cap: it removes every hold this tool
     # owns. --annotation names custom hold keys it may remove besides the well-known ones.
-    "release": (ANNOTATION, SUSPEND_CRONJOB, *WRITE, *READ, *ACCESS, *OUTPUTS),
+    "release": (ANNOTATION, SUSPEND_CRONJOB, *WRITE, *READ, *ACCESS, SETTINGS_FROM, *OUTPUTS),
     # A person's pin on the named nodes: no hold settings, no Events.
     "pin": PIN,
     "unpin": PIN,
@@ -459,22 +472,28 @@ SETTINGS = (
     *WRITE,
     *ACCESS,
     SUSPEND_CRONJOB,
+    SETTINGS_FROM,
     *OUTPUTS,
     STATUS_NODES,
     *REPLAY,
 )
 BY_NAME = {setting.name: setting for setting in SETTINGS}
 BY_ENV = {setting.env: setting for setting in SETTINGS if setting.env}
+#: What --settings-from never takes from the ConfigMap: the connection and how the answer is
+#: shown stay the local choice (the CronJob's JSON is for its log pipeline, not a terminal).
+LOCAL_ONLY = (*ACCESS, SETTINGS_FROM, *OUTPUTS, STATUS_NODES)
 
 
 # --- parsed options -> settings --------------------------------------------------------
 
 
 class Parsed:
-    """One command's parsed options, read by their Setting: `parsed[TIMEOUT]` is a timedelta."""
+    """One command's parsed options, read by their Setting: `parsed[TIMEOUT]` is a timedelta;
+    `flags`: the names of those given on the command line."""
 
-    def __init__(self, values: Mapping[str, Any]) -> None:
+    def __init__(self, values: Mapping[str, Any], flags: frozenset[str] = frozenset()) -> None:
         self.values = values
+        self.flags = flags
 
     def __getitem__(self, setting: Setting[T]) -> T:
         return cast(T, self.values[setting.name])
@@ -535,7 +554,9 @@ def settings_for(command: str) -> Decorator:
         def checked(**values: Any) -> None:
             for warning in check_environment(os.environ):
                 log.warning("%s", warning)
-            func(Parsed(values), **{k: v for k, v in values.items() if k not in BY_NAME})
+            source = click.get_current_context().get_parameter_source
+            flags = frozenset(k for k in values if source(k) is ParameterSource.COMMANDLINE)
+            func(Parsed(values, flags), **{k: v for k, v in values.items() if k not in BY_NAME})
 
         for setting in reversed(COMMANDS[command]):
             checked = setting.option()(checked)
@@ -550,29 +571,18 @@ NOT_SETTINGS = ("NODE_HOLDER_REQUIRE_TOOLS", "NODE_HOLDER_E2E_KUBECONFIG")
 _SERVICE_LINK = re.compile(r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_[A-Z]+\w*)?)$")
 
 
-#: Settings earlier versions read, and what a run does instead: an old ConfigMap that still
-#: sets one gets a warning, not exit 2.
-RETIRED = {"NODE_HOLDER_CLOCK": "now is the API server's clock (its Date header), else this pod's"}
-
-
 def check_environment(environ: Mapping[str, str]) -> list[str]:
-    """Warnings for retired and unknown `HOLD_*` variables; ConfigError for an unknown
-    `NODE_HOLDER_*` one (`NODE_HOLDER_DRYRUN=true` would otherwise run for real), naming the
-    closest."""
+    """Warnings for unknown `HOLD_*` variables; ConfigError for an unknown `NODE_HOLDER_*` one
+    (`NODE_HOLDER_DRYRUN=true` would otherwise run for real), naming the closest."""
     found = [
         name
         for name in sorted(environ, key=lambda n: not n.startswith("NODE_HOLDER_"))
         if name.startswith(("NODE_HOLDER_", "HOLD_"))
         and name not in BY_ENV
         and name not in NOT_SETTINGS
-        and name not in RETIRED
         and not _SERVICE_LINK.match(name)
     ]
-    warnings = [
-        f"{name} is no longer read and is ignored ({why}); remove it"
-        for name, why in RETIRED.items()
-        if name in environ
-    ]
+    warnings = []
     for name in found:
         closest = difflib.get_close_matches(name, list(BY_ENV), n=1, cutoff=0)[0]
         if name.startswith("NODE_HOLDER_"):
@@ -584,3 +594,30 @@ def check_environment(environ: Mapping[str, str]) -> list[str]:
             f"{name} is not a node-holder setting and is ignored (the closest is {closest})"
         )
     return warnings
+
+
+def with_configmap(
+    parsed: Parsed, command: str, ref: s.ObjectRef, data: Mapping[str, str]
+) -> Parsed:
+    """The command's settings with those of the CronJob's ConfigMap (`--settings-from`): a flag
+    wins, then the ConfigMap, then the local environment and the defaults, except that a dry
+    run asked for locally holds. Its keys follow the environment's rules and each value goes
+    through its setting's own parser: a ConfigError names the key."""
+    where = f"ConfigMap {ref} (--settings-from)"
+    try:
+        for warning in check_environment(data):
+            log.warning("%s: %s", where, warning)
+    except s.ConfigError as exc:
+        raise s.ConfigError(f"{where}: {exc}") from None
+    values = dict(parsed.values)
+    for setting in COMMANDS[command]:
+        text = data.get(setting.env or "")
+        if text is None or setting in LOCAL_ONLY or setting.name in parsed.flags:
+            continue
+        try:
+            values[setting.name] = setting.kind.parse(text)
+        except s.Invalid as exc:
+            raise s.ConfigError(f"{where}, key {setting.env}: {text!r} {exc}") from None
+    if DRY_RUN in COMMANDS[command]:
+        values[DRY_RUN.name] = values[DRY_RUN.name] or parsed[DRY_RUN]
+    return Parsed(values, parsed.flags)

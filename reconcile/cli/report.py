@@ -658,7 +658,7 @@ def by_annotation(result: RunResult) -> dict[str, str]:
     fallen = {r.patch.pool.name: r.error or "" for r in result.pools.fallbacks}
     found = {}
     for pool in result.pools.views:
-        if pool.name in plan.hold.budgeted or not window_of(pool.name, plan).held:
+        if pool.name in plan.observed.budgeted or not window_of(pool.name, plan).held:
             continue
         found[pool.name] = fallen.get(pool.name) or (
             "someone else removed it"

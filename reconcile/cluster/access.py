@@ -1,12 +1,12 @@
 """Cluster access: which cluster, as whom, resolved like kubectl without touching the network.
 
-Every fault of the kubeconfig or the environment is a `ConfigError` (exit 2) naming the setting and
-a fix, raised before any request; a fault of this reader is not one, so `-v` shows its traceback.
-docs/operations-notes.md says where access comes from, every field read and refused, and how tokens
-are renewed; docs/maintainers/releases.md ("Dependencies") why the kubeconfig is read here and the
-official `kubernetes` client is not a dependency: its loader alone takes longer to import than this
-module and everything it imports, and legacy `auth-provider` users, the one thing only it served,
-are refused with the exec plugin that replaces each.
+Every fault of the kubeconfig or the environment is a `ConfigError` (exit 2) naming the
+setting and a fix, raised before any request; a fault of this reader is not one, so `-v` shows
+its traceback. docs/operations-notes.md says where access comes from, every field read and
+refused, and how tokens are renewed; docs/maintainers/releases.md ("Dependencies") why the
+kubeconfig is read here and the official `kubernetes` client is not a dependency: its loader
+alone takes longer to import than this module and everything it imports, and legacy
+`auth-provider` users, the one thing only it served, are refused, naming exec plugins.
 """
 
 from __future__ import annotations
@@ -257,8 +257,11 @@ def _from_kubeconfig(paths: list[str], context: str | None, timeout: float) -> C
         )
     user_name = str(chosen.value.get("user") or "")
     user = merged.named["user"].get(user_name) or _Entry({}, cluster.base, "user")
-    if user.value.get("auth-provider"):
-        raise _auth_provider_refused(user_name, user.value["auth-provider"])
+    if user.value.get("auth-provider"):  # kubectl refuses gcp and azure too, since 1.26
+        raise ConfigError(
+            f'kubeconfig user "{user_name}": auth-provider is not supported (node-holder reads '
+            "exec plugins only); switch the user to its provider's exec credential plugin"
+        )
     server = _server(cluster.value.get("server"))
     tls: dict[str, str | None] = {}
     if server.startswith("https"):  # the files first: a plugin runs only for a usable entry
@@ -523,39 +526,6 @@ def _run_bounded(
             proc.communicate()
             raise
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
-
-
-#: Each legacy `auth-provider` and the exec credential plugin that replaces it. kubectl 1.32
-#: refuses gcp and azure naming the same plugins (client-go dropped them in 1.26); it still
-#: serves oidc, which is refused here too (tests/access/test_kubeconfig_kubectl.py).
-EXEC_PLUGIN_FOR = {
-    "gcp": (
-        "kubectl dropped it in 1.26",
-        "the gke-gcloud-auth-plugin exec plugin: gcloud components install "
-        "gke-gcloud-auth-plugin, then gcloud container clusters get-credentials CLUSTER",
-    ),
-    "azure": (
-        "kubectl dropped it in 1.26",
-        "the kubelogin exec plugin (github.com/Azure/kubelogin): "
-        "kubelogin convert-kubeconfig -l azurecli",
-    ),
-    "oidc": (
-        "node-holder reads exec plugins only",
-        "the kubelogin exec plugin (github.com/int128/kubelogin): kubectl oidc-login setup",
-    ),
-}
-
-
-def _auth_provider_refused(user: str, provider: Any) -> ConfigError:
-    """A legacy `auth-provider` user: bad input, named with the exec plugin to use instead."""
-    name = str(provider.get("name") or "") if isinstance(provider, dict) else ""
-    why, instead = EXEC_PLUGIN_FOR.get(
-        name, ("node-holder reads exec plugins only", "an exec credential plugin (user.exec)")
-    )
-    return ConfigError(
-        f'kubeconfig user "{user}": auth-provider {name or "(no name)"} is not supported '
-        f"({why}); switch the user to {instead}"
-    )
 
 
 # --- in-cluster ----------------------------------------------------------------------

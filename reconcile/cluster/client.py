@@ -1,4 +1,5 @@
-"""The calls: Node, NodePool, Event, CronJob and Job requests, which know Kubernetes, not holds.
+"""The calls: Node, NodePool, Event, CronJob, Job and ConfigMap requests, which know Kubernetes,
+not holds.
 
 Plain values in and out; nodes as metadata only. An answer that is not what was asked for is an
 `UnreadableAnswer` (docs/operations-notes.md, "Answers that are not what was asked for"). Each
@@ -155,6 +156,17 @@ class Client(Transport):
         path = f"{_batch(namespace)}/cronjobs/{quote(name, safe='')}"
         patch = {"spec": {"suspend": True}} if suspend else None
         return self._object("PATCH" if suspend else "GET", path, action, timeout, patch)
+
+    def configmap_data(self, namespace: str, name: str) -> dict[str, str]:
+        """A core/v1 ConfigMap's `data` (--settings-from: with the caller's own credentials);
+        NotFound if there is none."""
+        grant = f'yourself a Role with get on configmaps in namespace "{namespace}"'
+        action = Action("get", f"configmap {namespace}/{name}", grant)
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{quote(name, safe='')}"
+        data = self._object("GET", path, action, None).get("data") or {}
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            raise UnreadableAnswer(f"the answer to get {action.what} has no string data")
+        return data
 
     def list_jobs(self, namespace: str, *, timeout: float | None = None) -> list[dict[str, Any]]:
         """Every batch/v1 Job in the namespace (a CronJob keeps a short history)."""

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from reconcile.cluster.client import Client
 from reconcile.cluster.errors import ApiError, NotFound, TransportError
 from reconcile.cluster.pace import DeadlineExceeded, Pace, explain
-from reconcile.rule.settings import CronJobRef
+from reconcile.rule.settings import ObjectRef
 
 log = logging.getLogger("reconcile")
 T = TypeVar("T")
@@ -33,7 +33,7 @@ class HandoverFailed(Exception):
 
 def suspend_and_wait(
     kube: Client,
-    ref: CronJobRef,
+    ref: ObjectRef,
     *,
     dry_run: bool = False,
     clock: Callable[[], float] = time.monotonic,
@@ -76,7 +76,7 @@ def _retried(kube: Client, call: Callable[[float], T], what: str) -> T:
     return Pace.start(REQUEST_RETRY_SECONDS, kube.request_timeout).retry(call, what)
 
 
-def _suspend(kube: Client, ref: CronJobRef, dry_run: bool) -> dict[str, Any] | None:
+def _suspend(kube: Client, ref: ObjectRef, dry_run: bool) -> dict[str, Any] | None:
     """The CronJob after `suspend: true` (as it is, for a dry run); None if there is none."""
 
     def ask(timeout: float) -> dict[str, Any]:
@@ -91,7 +91,7 @@ def _suspend(kube: Client, ref: CronJobRef, dry_run: bool) -> dict[str, Any] | N
         raise HandoverFailed(f"could not suspend cronjob {ref}: {explain(exc)}") from None
 
 
-def _running(kube: Client, ref: CronJobRef, uid: str | None) -> tuple[str, ...]:
+def _running(kube: Client, ref: ObjectRef, uid: str | None) -> tuple[str, ...]:
     """Names of the CronJob's Jobs (scheduled or created from it by hand) not finished yet."""
     try:
         jobs = _retried(
@@ -103,7 +103,7 @@ def _running(kube: Client, ref: CronJobRef, uid: str | None) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def _of(job: dict[str, Any], ref: CronJobRef, uid: str | None) -> bool:
+def _of(job: dict[str, Any], ref: ObjectRef, uid: str | None) -> bool:
     """Created by the CronJob: scheduled, or by hand from it (`kubectl create job --from`)."""
     owners = (job.get("metadata") or {}).get("ownerReferences") or []
     return any(

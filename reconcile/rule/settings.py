@@ -19,6 +19,8 @@ from reconcile.rule.names import DNS_LABEL, DNS_SUBDOMAIN, qualified_name_proble
 from reconcile.rule.selectors import EVERYTHING, Selector, SelectorError, parse_selector
 
 DEFAULT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+#: The CronJob's settings as the kustomize base and the chart (release node-holder) install them.
+SETTINGS_CONFIGMAP = "node-holder/node-holder-settings"
 DEFAULT_GROUP_LABEL = "karpenter.sh/nodepool"
 DEFAULT_HOLD = timedelta(minutes=20)
 #: Our own annotation: which hold annotations on this node this tool put there.
@@ -154,10 +156,6 @@ UNSET_PATTERN = rf"^{_SPACE}$"
 BARE_MINUTES_PATTERN = rf"^{_SPACE}[+]?(?:{_NUM}|(?:{_NUM}{_UNIT})+){_SPACE}$"
 _PART_RE = re.compile(rf"({_NUM})({_UNIT})")
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
-#: Forms read before (ISO 8601 `PT20M`, weeks `1w`): refused with what to write instead.
-_OLD_FORM_RE = re.compile(
-    rf"P(?:{_NUM}W)?(?:{_NUM}D)?(?:T(?:{_NUM}[HMS])+)?|(?:{_NUM}(?:ms|[wdhms]))+", re.IGNORECASE
-)
 
 
 @dataclass(frozen=True)
@@ -173,18 +171,6 @@ TIMEOUT_RANGE = DurationRange(timedelta(seconds=1), timedelta(hours=1))
 REQUEST_TIMEOUT_RANGE = DurationRange(timedelta(milliseconds=100), timedelta(minutes=10))
 INTERVAL_RANGE = DurationRange(timedelta(seconds=10), timedelta(days=1))  # simulate --interval
 HISTORY_RANGE = DurationRange(timedelta(minutes=1), timedelta(days=400))  # simulate --last
-
-
-def _instead(raw: str) -> str | None:
-    """What to write for a form the grammar no longer reads (`PT20M`: 20m, `1w`: 7d), or None."""
-    if not _OLD_FORM_RE.fullmatch(raw):
-        return None
-    text = raw.lower()
-    if text.startswith("p"):
-        text = text[1:].replace("t", "")  # P1DT2H: 1d2h
-    units = {**_UNIT_SECONDS, "w": 7 * 86400}
-    seconds = sum(float(n) * units[unit] for n, unit in re.findall(rf"({_NUM})(ms|[wdhms])", text))
-    return format_duration(timedelta(seconds=seconds), parts=4) if seconds else None
 
 
 def parse_duration(
@@ -208,12 +194,6 @@ def parse_duration(
             raise Invalid("has no unit" if not bare_minutes else "is not a positive duration", fix)
         if raw[0] == "-" and re.fullmatch(pattern, raw[1:]):
             raise Invalid("is not a positive duration", fix)
-        if instead := _instead(raw.lstrip("+")):
-            old = "an ISO 8601 duration" if raw.lstrip("+")[0] in "pP" else "counted in weeks"
-            # The problem names it too: a node annotation's report shows the problem alone.
-            raise Invalid(
-                f"is {old} ({instead}), which node-holder no longer reads", f"write {instead}"
-            )
         raise Invalid("is not a duration", fix)
     if re.fullmatch(_NUM, raw.lstrip("+")):
         raw += "m"  # the hold duration's bare number of minutes
@@ -227,8 +207,8 @@ def parse_duration(
     return timedelta(seconds=seconds)
 
 
-def format_duration(delta: timedelta, parts: int = 2) -> str:
-    """Human duration like `1h30m`, `20m`, `45s`, `2d3h` (its `parts` largest units, to the
+def format_duration(delta: timedelta) -> str:
+    """Human duration like `1h30m`, `20m`, `45s`, `2d3h` (its two largest units, to the
     second); negative gets a `-`."""
     if 0 < abs(delta.total_seconds()) < 1:
         return f"{round(delta.total_seconds() * 1000)}ms"
@@ -240,7 +220,7 @@ def format_duration(delta: timedelta, parts: int = 2) -> str:
         amount, total = divmod(total, size)
         if amount:
             written.append(f"{amount}{unit}")
-    return sign + ("".join(written[:parts]) or "0s")
+    return sign + ("".join(written[:2]) or "0s")
 
 
 #: Our stamps' form (`node-holder.dev/hold-started`), as kube-apiserver writes its times.
@@ -346,8 +326,9 @@ def parse_choice(text: str, choices: tuple[str, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class CronJobRef:
-    """A CronJob by namespace and name (release --suspend-cronjob)."""
+class ObjectRef:
+    """A namespaced object by namespace and name: the CronJob of `release --suspend-cronjob`,
+    the ConfigMap of `--settings-from`."""
 
     namespace: str
     name: str
@@ -357,31 +338,34 @@ class CronJobRef:
 
 
 NAMESPACE_MAX = 63
-CRONJOB_NAME_MAX = 52  # the Job names the controller derives must stay within 63
+NAME_MAX = 253  # a DNS subdomain: a node's name, a ConfigMap's
+#: Each kind a `NAMESPACE/NAME` option names: its longest name, and an example.
+_REF_KINDS = {
+    "CronJob": (52, "node-holder/node-holder"),  # the Jobs' derived names must fit in 63
+    "ConfigMap": (NAME_MAX, SETTINGS_CONFIGMAP),
+}
 
 
-def parse_cronjob_ref(text: str) -> CronJobRef | None:
-    """`namespace/name`; empty means "no CronJob to suspend"."""
+def parse_ref(text: str, kind: str) -> ObjectRef | None:
+    """`namespace/name` of a `kind` object; empty means none."""
     if not text.strip():
         return None
     namespace, sep, name = text.strip().partition("/")
-    fix = "use NAMESPACE/NAME of the CronJob, e.g. node-holder/node-holder"
+    name_max, example = _REF_KINDS[kind]
+    fix = f"use NAMESPACE/NAME of the {kind}, e.g. {example}"
     if not sep or not namespace or not name or "/" in name:
         raise Invalid("is not NAMESPACE/NAME", fix)
     if not re.fullmatch(DNS_LABEL, namespace) or len(namespace) > NAMESPACE_MAX:
         raise Invalid(f"names {namespace!r}, which is not a namespace name", fix)
-    if not re.fullmatch(DNS_SUBDOMAIN, name) or len(name) > CRONJOB_NAME_MAX:
-        raise Invalid(f"names {name!r}, which is not a CronJob name", fix)
-    return CronJobRef(namespace, name)
-
-
-NODE_NAME_MAX = 253
+    if not re.fullmatch(DNS_SUBDOMAIN, name) or len(name) > name_max:
+        raise Invalid(f"names {name!r}, which is not a {kind} name", fix)
+    return ObjectRef(namespace, name)
 
 
 def parse_node_name(text: str) -> str:
     """A Node's name as the API server takes it (a DNS subdomain), so that a typo is bad input
     said before any request, not a 404 or a list of every node."""
-    if not re.fullmatch(DNS_SUBDOMAIN, text) or len(text) > NODE_NAME_MAX:
+    if not re.fullmatch(DNS_SUBDOMAIN, text) or len(text) > NAME_MAX:
         raise Invalid("is not a node name", "give a name as `kubectl get nodes` prints it")
     return text
 

@@ -117,7 +117,7 @@ def test_the_first_patch_that_cannot_start_before_the_margin_leaves_it_and_the_r
     limiter = Counted(1, burst=1, clock=clock)
     pace = Pace(1, limiter, Backoff(), Deadline(40.5, clock), FakeStop(clock), request_timeout)
     kube, hold = kube_for(kubeconfig, request_timeout=30), HoldSettings()
-    listing = read_nodes(kube, hold, RunSettings(), pace)
+    listing = read_nodes(kube, hold, RunSettings(), pace, {})
 
     applied = apply_plan(decide(listing.nodes, listing.now, hold), kube, pace)
 

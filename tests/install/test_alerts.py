@@ -7,15 +7,14 @@ series written as kube-state-metrics exports them: each alert fires on a series 
 fire it and stays silent on the ones that should not (pacing runs, a suspended and a resumed
 CronJob, another CronJob's failures, a pinned node, a person's annotation, two stretches back
 to back, a kube-state-metrics restart). The same scenarios run on the defaults and on other
-values, whose thresholds they follow. Without promtool these tests skip, unless
-NODE_HOLDER_REQUIRE_TOOLS=1 (`make test`), where they fail.
+values, whose thresholds they follow. Without promtool these tests skip in one line saying how
+to install it, unless NODE_HOLDER_REQUIRE_TOOLS=1 (CI), where they fail.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.install.test_chart import HELM_LABELS, HELMS, REQUIRE, helm_path, run_helm, template
+from tests.helpers import prometheus_tool
+from tests.install.test_chart import HELM_LABELS, HELMS, helm_path, run_helm, template
 from tests.install.test_manifests import CRONJOB_DIR, KUBECTL, needs_kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,18 +39,6 @@ def helm(request: pytest.FixtureRequest) -> str:
     """Helm 4 and Helm 3, as tests/install/test_chart.py renders with both."""
     helm_path(request.param)
     return request.param
-
-
-def promtool() -> str:
-    found = shutil.which("promtool") or (
-        "/usr/bin/promtool" if os.access("/usr/bin/promtool", os.X_OK) else None
-    )
-    if found is None:
-        reason = "promtool is not on PATH or in /usr/bin: make prom-tools (as root)"
-        if REQUIRE:
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
 
 
 def chart_rule(helm: str, *values: str) -> dict[str, Any]:
@@ -385,7 +373,7 @@ def panel_queries() -> list[str]:
 def check_and_test(tmp_path: Path, rule: dict[str, Any], t: Thresholds) -> None:
     """`promtool check rules`, then `promtool test rules` with every scenario; each run's
     output in the assertion message."""
-    tool = promtool()
+    tool = prometheus_tool("promtool")
     rules = tmp_path / "rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
     checked = subprocess.run(

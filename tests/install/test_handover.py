@@ -13,7 +13,7 @@ import pytest
 
 from reconcile.cluster.access import connection_for
 from reconcile.cluster.client import Client
-from reconcile.cluster.handover import CronJobRef, HandoverFailed, suspend_and_wait
+from reconcile.cluster.handover import HandoverFailed, ObjectRef, suspend_and_wait
 from reconcile.rule.settings import ClusterAccess
 from tests.clusters import CliResult, run_cli
 from tests.kubeapi.apiserver import ApiServer, Fault, RequestInfo
@@ -170,7 +170,7 @@ def test_a_run_that_outlives_its_deadline_fails_and_releases_nothing(
     with pytest.raises(HandoverFailed, match=r"stuck still running after 45s"):
         suspend_and_wait(
             kube,
-            CronJobRef(NS, NAME),
+            ObjectRef(NS, NAME),
             clock=lambda: now[0],
             sleep=lambda s: now.__setitem__(0, now[0] + s),
         )

@@ -36,7 +36,12 @@ CRONJOB_DIR = ROOT / "cronjob"
 OVERLAYS_DIR = CRONJOB_DIR / "overlays"
 #: Where installing and running are documented: the README, docs/install.md in full, and the
 #: reference (settings, output).
-DOCS = (ROOT / "README.md", ROOT / "docs" / "install.md", ROOT / "docs" / "reference.md")
+DOCS = (
+    ROOT / "README.md",
+    ROOT / "docs" / "install.md",
+    ROOT / "docs" / "reference.md",
+    ROOT / "docs" / "operations-notes.md",  # the one-off pod without a local install
+)
 KUBECTL = shutil.which("kubectl")
 
 needs_kubectl = pytest.mark.skipif(

@@ -91,6 +91,18 @@ def test_the_workflows_run_make_test_and_make_image_test():
     assert ci_run[-2:] == ["make test", "make image-test"]
 
 
+def test_ci_requires_the_tools_and_make_test_does_not():
+    """A contributor's `make test` skips what is not installed (Debian's prometheus); CI, the
+    workflows' test jobs (on Debian 12, whose prometheus the suite assumes) and .ci/run,
+    requires every tool."""
+    found = workflows()
+    for job in (found["ci.yml"]["jobs"]["test"], found["release.yml"]["jobs"]["test"]):
+        assert job["env"]["NODE_HOLDER_REQUIRE_TOOLS"] == "1"
+        assert job["container"]["image"].startswith("docker.io/library/debian:bookworm")
+    assert "export NODE_HOLDER_REQUIRE_TOOLS=1" in (ROOT / ".ci" / "run").read_text()
+    assert "NODE_HOLDER_REQUIRE_TOOLS" not in (ROOT / "Makefile").read_text()
+
+
 def test_release_tags_are_versions_and_pre_releases():
     tags = workflows()["release.yml"][True]["push"]["tags"]
     patterns = [re.compile(t.replace(".", r"\.").replace("[0-9]+", "[0-9]+")) for t in tags]

@@ -84,6 +84,7 @@ from tests.kubeapi.patching import (
 )
 from tests.kubeapi.resources import (
     BATCH_KINDS,
+    CONFIGMAPS,
     CORE_EVENTS,
     NAMESPACE_FIELD_LABELS,
     NODEPOOLS,
@@ -764,6 +765,14 @@ class ApiServer:
             entry = self.store.put(rk.storage, key, full)
         return json.loads(entry.full(rk.kind, rk.api_version))
 
+    def add_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """Store a core/v1 ConfigMap (the CronJob's settings, as the chart installs them)."""
+        meta = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4())}
+        meta["creationTimestamp"] = rfc3339(self.now())
+        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+        with self.store.lock:
+            self.store.put(CONFIGMAPS.storage, self._key(CONFIGMAPS, namespace, name), obj)
+
     def get_batch(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
         rk = BATCH_KINDS[resource]
         with self.store.lock:
@@ -1088,6 +1097,9 @@ class ApiServer:
                     )
                 if rest[2] == "pods" and len(rest) <= 4:
                     return self._pods(req, ns, rest[3] if len(rest) == 4 else "")
+                if rest[2] == "configmaps" and len(rest) <= 4:
+                    name = rest[3] if len(rest) == 4 else ""
+                    return self._resource(req, CONFIGMAPS, ns, name, "")
         if parts[:3] == ["apis", "events.k8s.io", "v1"]:
             rest = parts[3:]
             if rest == ["events"]:

@@ -94,8 +94,9 @@ def authorize(
     namespace: str = "",
     subresource: str = "",
 ) -> None:
-    """Raise 403 Forbidden when `who` may not `verb` the resource."""
-    if who.read_only and verb not in READ_VERBS:
+    """Raise 403 Forbidden when `who` may not `verb` the resource. `readonly` (node-viewer)
+    reads the cluster's state, not its configuration: configmaps are forbidden to it."""
+    if who.read_only and (verb not in READ_VERBS or resource == "configmaps"):
         raise forbidden(
             who.user,
             verb,

@@ -342,6 +342,20 @@ JOBS = ResourceKind(
 )
 BATCH_KINDS = {"cronjobs": CRONJOBS, "jobs": JOBS}
 
+# core/v1 ConfigMaps, enough for `--settings-from` (get; a 404 as kube-apiserver words it).
+CONFIGMAPS = ResourceKind(
+    resource="configmaps",
+    kind="ConfigMap",
+    group="",
+    namespaced=True,
+    storage="configmaps",
+    field_label=_name_namespace_label,
+    field_values=_name_namespace_fields,
+    columns=tables.DEFAULT_COLUMNS,
+    cells=_default_cells,
+    list_strategies=EVENT_LIST_STRATEGIES,
+)
+
 # karpenter.sh/v1 NodePools: a custom resource (karpenter.py). Custom resources take the field
 # selectors metadata.name and metadata.namespace only (Karpenter declares no selectableFields).
 NODEPOOLS = ResourceKind(

@@ -162,7 +162,8 @@ class Store:
         self.lock = threading.RLock()
         self.rv = 1
         self.collections: dict[str, Collection] = {
-            name: Collection() for name in ("nodes", "events", "cronjobs", "jobs", "nodepools")
+            name: Collection()
+            for name in ("nodes", "events", "cronjobs", "jobs", "nodepools", "configmaps")
         }
         self._snapshots: OrderedDict[tuple[str, int], tuple[Entry, ...]] = OrderedDict()
         self.compacted_rv = 0

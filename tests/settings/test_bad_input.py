@@ -90,6 +90,8 @@ BAD_OPTIONS: list[tuple[str, tuple[str, ...], dict[str, str], tuple[str, ...]]] 
     ("log-format", ("--log-format", "logfmt"), {}, ("--log-format",)),
     ("log-format env", (), {"NODE_HOLDER_LOG_FORMAT": "x"}, ("NODE_HOLDER_LOG_FORMAT",)),
     ("verbose env", (), {"NODE_HOLDER_VERBOSE": "loud"}, ("--verbose",)),
+    ("settings-from", ("--settings-from", "node-holder"), {}, ("--settings-from",)),
+    ("settings-from env", (), {"NODE_HOLDER_SETTINGS_FROM": "a/b/c"}, ("SETTINGS_FROM",)),
     ("unknown option", ("--hold-for", "20m"), {}, ("--hold-for",)),
 ]
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
 from pathlib import Path
 
 import click
 import pytest
 
 from reconcile.cli import cli
-from reconcile.cli.options import BY_ENV, BY_NAME, COMMANDS, RETIRED
+from reconcile.cli.options import BY_ENV, BY_NAME, COMMANDS
 from reconcile.rule.settings import ConfigError
 from tests.clusters import CliResult, run_cli
 from tests.helpers import KEY, NODES, OURS, assert_one_clear_line, old, young
@@ -63,6 +62,7 @@ TEXTS: dict[str, list[str]] = {
     "events": ["true", "off", "sometimes"],
     "kubeconfig": ["/tmp/kc.yaml"],
     "suspend_cronjob": ["node-holder/node-holder", "x", "a/b/c", "UP/x", "ns/" + "n" * 53],
+    "settings_from": ["", "x", "a/b/c", "UP/x", "ns/x_y", "ns/" + "n" * 254],
     "context": ["prod"],
     "output": ["json", "TEXT", "yaml"],
     "log_format": ["json", "logfmt"],
@@ -326,30 +326,26 @@ def test_an_unknown_hold_variable_gets_a_warning_naming_it(
     assert api.annotations("new") == OURS
 
 
-def test_an_old_configmap_with_the_retired_clock_setting_still_runs_by_the_servers_clock(
-    tmp_path: Path,
+@pytest.mark.parametrize("name", ["NODE_HOLDER_CLOCK", "NODE_HOLDER_SPEED"])
+def test_the_removed_clock_setting_is_refused_as_any_unknown_variable(
+    api: ApiServer, kubeconfig: Path, name: str
 ) -> None:
-    """NODE_HOLDER_CLOCK (--clock) is gone: a run whose ConfigMap still sets it warns, naming
-    it, and decides by the API server's Date header all the same (not exit 2 for an unknown
-    NODE_HOLDER_* variable)."""
-    with ApiServer(clock_offset=timedelta(hours=1)) as api:  # the server is an hour ahead
-        kubeconfig = api.write_kubeconfig(tmp_path / "kc")
-        api.add_node("n", created=api.now() - timedelta(minutes=30), eks=False)
+    """NODE_HOLDER_CLOCK (--clock, gone) is no setting: exit 2 before any request, in the same
+    words as a variable that never was one."""
+    young(api, "new")
 
-        result = reconcile(kubeconfig, "--dry-run", env={"NODE_HOLDER_CLOCK": "local"})
+    result = reconcile(kubeconfig, "--dry-run", env={name: "local"})
 
-        assert result.code == 0, result
-        warning = "NODE_HOLDER_CLOCK is no longer read and is ignored"
-        assert result.stderr.count(warning) == 1, result.stderr
-        assert "not a node-holder setting" not in result.stderr
-        # By the local clock n would be created in the future (age 0s, held 20m).
-        assert result.lines[-1].startswith("released: youngest node n is 30m"), result.lines
+    assert result.code == 2, result
+    line = assert_one_clear_line(result.stderr)
+    assert line.startswith(f"node-holder: error: {name} is not a node-holder setting"), line
+    assert line.endswith("fix its name or unset it"), line
+    assert api.requests == []
 
 
 def test_every_setting_s_variable_is_an_environment_variable_name() -> None:
     """What the import-time assert in options.py checked: a name a shell and a ConfigMap take."""
     assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", env) for env in BY_ENV)
-    assert not set(RETIRED) & set(BY_ENV)
 
 
 VALID = {
@@ -369,6 +365,7 @@ VALID = {
     "NODE_HOLDER_QPS": "1000",
     "NODE_HOLDER_EVENTS": "true",
     "NODE_HOLDER_SUSPEND_CRONJOB": "",
+    "NODE_HOLDER_SETTINGS_FROM": "",  # empty: none
     "NODE_HOLDER_OUTPUT": "text",
     "NODE_HOLDER_LOG_FORMAT": "text",
     "NODE_HOLDER_VERBOSE": "0",

@@ -4,8 +4,9 @@ bare matrix, every error), and a generated week backfilled into Debian's real
 `prometheus`, queried over HTTP and with `promtool`, whose replay must give the figures of
 the same week from YAML with its removals rounded to the step.
 
-The real-server tests need Debian's `prometheus` and `promtool` (`make prom-tools`); without
-them they skip, unless NODE_HOLDER_REQUIRE_TOOLS=1 (what `make test` sets), where they fail.
+The real-server tests need Debian 12's `prometheus` and `promtool` (`make prom-tools`); without
+them they skip in one line saying how to install them, unless NODE_HOLDER_REQUIRE_TOOLS=1 (CI:
+.ci/run and the GitHub workflow set it), where they fail.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import io
 import json
 import os
 import random
-import shutil
 import socket
 import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -31,9 +32,9 @@ import yaml
 
 from reconcile.simulate.timeline import Timeline, TimelineError, load_timeline
 from tests.clusters import run_cli
-from tests.helpers import wait_until
+from tests.helpers import REPO, wait_until
+from tests.helpers import prometheus_tool as tool
 
-REQUIRE = os.environ.get("NODE_HOLDER_REQUIRE_TOOLS") == "1"
 POOL = "karpenter.sh/nodepool"
 T = 1715644800  # 2024-05-14T00:00:00Z
 T0 = datetime.fromtimestamp(T, UTC)
@@ -352,16 +353,6 @@ def rounded_yaml(nodes: list[Life]) -> str:
     return yaml.safe_dump({"start": START.isoformat(), "end": END.isoformat(), "nodes": entries})
 
 
-def tool(name: str) -> str:
-    path = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
-    if path is None:
-        why = f"{name} is not installed: make prom-tools (Debian's prometheus package)"
-        if REQUIRE:
-            pytest.fail(why)
-        pytest.skip(why)
-    return path
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -494,3 +485,35 @@ def test_the_documented_promtool_recipe_gives_the_same_week(
         files.append(work / f"{metric}.json")
         files[-1].write_text(proc.stdout)
     assert figures(*map(str, files)) == from_yaml
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_without_prometheus_the_real_server_tests_skip_saying_how_to_install_it(
+    required: bool,
+) -> None:
+    """A contributor without Debian's prometheus runs the suite: each real-server test skips
+    with one line that says how to install it; CI (NODE_HOLDER_REQUIRE_TOOLS=1) fails instead."""
+    env = {k: v for k, v in os.environ.items() if k != "NODE_HOLDER_REQUIRE_TOOLS"}
+    env["PATH"] = str(Path(sys.executable).parent)  # the venv's tools, no prometheus
+    if required:
+        env["NODE_HOLDER_REQUIRE_TOOLS"] = "1"
+    pytest_args = ["-q", "-rsE", "-n", "0", "-p", "no:cacheprovider", "-k", "week"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *pytest_args, str(Path(__file__).relative_to(REPO))],
+        check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    how = ": prometheus is not installed: on Debian 12, apt-get install prometheus (2.42, as root"
+    said = [line.split(" ", 1)[0] for line in proc.stdout.splitlines() if how in line]
+    if required:
+        assert proc.returncode == 1, proc.stdout
+        assert "2 errors" in proc.stdout.splitlines()[-1], proc.stdout
+        assert f"Failed{how}" in proc.stdout, proc.stdout
+    else:
+        assert proc.returncode == 0, proc.stdout
+        assert proc.stdout.splitlines()[-1].startswith("2 skipped"), proc.stdout
+        assert said == ["SKIPPED", "SKIPPED"], proc.stdout

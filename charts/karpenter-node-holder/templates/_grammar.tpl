@@ -22,8 +22,7 @@
   "NODE_HOLDER_REQUEST_TIMEOUT": {"env": "NODE_HOLDER_REQUEST_TIMEOUT", "fix": "use a duration from 100ms to 10m, such as 90s, 20m, 1h30m, 2d", "high": 600.0, "highText": "10m", "kind": "duration", "low": 0.1, "lowText": "100ms", "pattern": "^[ \\t\\r\\n]*[+]?(?:[0-9]+(?:\\.[0-9]+)?(?:[mM][sS]|[dDhHmMsS]))+[ \\t\\r\\n]*$"},
   "NODE_HOLDER_STATUS_NODES": {"env": "NODE_HOLDER_STATUS_NODES", "fix": "use true or false", "kind": "boolean"},
   "NODE_HOLDER_VERBOSE": {"env": "NODE_HOLDER_VERBOSE", "fix": "use a whole number from 0 to 3", "high": 3, "kind": "integer", "low": 0},
-  "NODE_HOLDER_WORKERS": {"env": "NODE_HOLDER_WORKERS", "fix": "use a whole number from 1 to 64", "high": 64, "kind": "integer", "low": 1},
-  "NODE_HOLDER_CLOCK": {"env": "NODE_HOLDER_CLOCK", "retired": "now is the API server's clock (its Date header), else this pod's"}
+  "NODE_HOLDER_WORKERS": {"env": "NODE_HOLDER_WORKERS", "fix": "use a whole number from 1 to 64", "high": 64, "kind": "integer", "low": 1}
  }
 }
 {{- end }}

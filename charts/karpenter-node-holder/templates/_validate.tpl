@@ -3,8 +3,8 @@ Every setting is checked at `helm install` time the way the CLI checks it (recon
 A duration's syntax is the CLI's own pattern in values.schema.json (Helm's words name the value);
 its bounds, and the text of every other setting, are refused here with the CLI's own one-line
 message: `holdDuration (HOLD_DURATION): '8d' is longer than 7d; use a duration from 1s to 7d,
-such as ...`. The grammar's data (kinds, bounds, choices, each setting's fix, the settings no
-longer read) is generated from the CLI into _grammar.tpl; the parsing is written out below.
+such as ...`. The grammar's data (kinds, bounds, choices, each setting's fix) is generated
+from the CLI into _grammar.tpl; the parsing is written out below.
 tests/install/test_chart_schema.py feeds the same text to the CLI's parsers and to
 `helm template` and requires the same verdict, and the same words where a template refuses.
 
@@ -23,9 +23,6 @@ uninstall hook's deadline within Helm's default timeout.
 {{- end }}
 {{- range $env, $value := .Values.settings }}
 {{- $rule := index $grammar.settings $env }}
-{{- if $rule.retired }}
-{{- fail (printf "settings.%s is no longer read (%s); delete it from your values (helm get values shows them) and upgrade with --reset-values -f instead of --reuse-values" $env $rule.retired) }}
-{{- end }}
 {{- $label := printf "settings.%s" $env }}
 {{- $_ := set $seconds $env (include "node-holder.check" (dict "rule" $rule "text" (include "node-holder.text" $value) "label" $label)) }}
 {{- end }}
