@@ -399,6 +399,7 @@ _ACCEPTS = {
     "configmap": "`NAMESPACE/NAME`; empty: none",
     "text": "text, not empty",
     "columns": "configurations in `--compare`'s syntax, read by simulate",
+    "header": "`Name: value`, the flag repeated for more",
 }
 
 

@@ -11,7 +11,8 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -20,13 +21,24 @@ from reconcile.cli import logs, options
 from reconcile.cli.logs import error_line, log, verbosity
 from reconcile.cli.options import Parsed, hold_settings, run_settings, settings_for
 from reconcile.rule.settings import SETTINGS_CONFIGMAP as INSTALLED_SETTINGS
-from reconcile.rule.settings import ConfigError, HoldSettings, Mode, Output, RunSettings
+from reconcile.rule.settings import (
+    ConfigError,
+    HoldSettings,
+    Mode,
+    Output,
+    PrometheusAccess,
+    RunSettings,
+)
 
 if TYPE_CHECKING:
     from reconcile.cluster.access import Connection
 
 EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG = 0, 1, 2
 PROG = "node-holder"
+
+
+#: simulate --prometheus: reads the history between two times (its URL, series and grid)
+Fetch = Callable[[datetime, datetime], tuple[str, list[Any], Any]]
 
 
 class RuntimeFailure(Exception):
@@ -156,7 +168,7 @@ def _keys(parsed: Parsed) -> HoldSettings:
 
 
 @cli.command()
-@click.argument("timeline", nargs=-1, required=True, metavar="TIMELINE...")
+@click.argument("timeline", nargs=-1, metavar="[TIMELINE...]")
 @settings_for("simulate")
 def simulate(parsed: Parsed, timeline: tuple[str, ...]) -> None:
     """Replay a node timeline through the reconciler's decision, to choose a hold duration.
@@ -166,13 +178,14 @@ def simulate(parsed: Parsed, timeline: tuple[str, ...]) -> None:
     answer of a Prometheus range query of kube_node_created (and kube_node_labels);
     several files are merged, `-` reads standard input. Every run
     decides with the same pure decide() as the CronJob and applies its patches to
-    the nodes in memory. No cluster is touched. See docs/simulate.md.
+    the nodes in memory. No cluster is touched; only --prometheus URL uses the network, to
+    read the history from Prometheus. See docs/simulate.md.
 
     \b
     Examples:
       node-holder simulate reconcile/examples/batch-day.yaml --compare 10m,40m,20m/group
       node-holder simulate reconcile/examples/batch-day.yaml --sweep 10m,20m,40m,1h
-      kubectl get nodes -o json | node-holder simulate - --last 24h
+      node-holder simulate --prometheus http://prometheus:9090 --last 7d --sweep
       node-holder simulate history.json --hold-duration 30m --output json
     """
     from reconcile.simulate import plot, replay  # noqa: PLC0415 (--help needs none of it)
@@ -189,8 +202,15 @@ def simulate(parsed: Parsed, timeline: tuple[str, ...]) -> None:
         last=parsed[options.LAST],
         sweep=parsed[options.SWEEP],
     )
+    url = parsed[options.PROMETHEUS]
+    if not timeline and not url:
+        raise ConfigError(
+            "simulate: give a TIMELINE file (`-`: standard input) or --prometheus URL "
+            "(see docs/simulate.md)"
+        )
+    fetch = _history(options.prometheus_access(parsed), asked.interval) if url else None
     try:
-        request = replay.prepare(timeline, hold_settings(parsed), asked)
+        request = replay.prepare(timeline, hold_settings(parsed), asked, fetch)
         finished = simulate_report.Finished(sys.stderr, len(request.holds))
         result = replay.simulate(request, replay.ReplayOptions(parsed[options.EVENTS], finished))
     except replay.SimulationFailed as exc:
@@ -202,6 +222,28 @@ def simulate(parsed: Parsed, timeline: tuple[str, ...]) -> None:
         plot.write_png(result, png)
     for line in simulate_report.render(result, parsed[options.OUTPUT], png):
         click.echo(line)
+
+
+def _history(where: PrometheusAccess, step: timedelta) -> Fetch:
+    """What reads the history from Prometheus, once simulate knows the range."""
+    from reconcile.cluster import prometheus  # noqa: PLC0415 (only --prometheus needs HTTP)
+    from reconcile.simulate.timeline import Grid  # noqa: PLC0415
+
+    server = prometheus.connect(where)
+
+    def say(line: str) -> None:
+        click.echo(f"simulate: {line}", err=True)
+
+    def fetch(start: datetime, end: datetime) -> tuple[str, list[Any], Grid]:
+        try:
+            got = prometheus.read_history(server, where, start, end, step, say)
+        except prometheus.PrometheusFailed as exc:
+            raise RuntimeFailure(f"simulate: {exc}") from None
+        shown = prometheus.plain(where.url)
+        log.info("%s: %d queries, %d samples, %d names refined", shown, *got[2:])
+        return shown, got.series, Grid(start, got.end, step)
+
+    return fetch
 
 
 #: A command's settings from its parsed options: the hold settings and the run's.

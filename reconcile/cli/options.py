@@ -23,7 +23,13 @@ from click.core import ParameterSource
 
 from reconcile.cli.logs import log, logging_option
 from reconcile.rule import settings as s
-from reconcile.rule.settings import ClusterAccess, HoldSettings, Mode, RunSettings
+from reconcile.rule.settings import (
+    ClusterAccess,
+    HoldSettings,
+    Mode,
+    PrometheusAccess,
+    RunSettings,
+)
 
 T = TypeVar("T")
 E = TypeVar("E", bound=StrEnum)
@@ -428,6 +434,63 @@ LAST = Setting(
     "Replay only the last DURATION before the end (e.g. 24h): for a long history "
     "such as `kubectl get nodes -o json` of an old cluster.",
 )
+PROMETHEUS = Setting(
+    "--prometheus",
+    None,
+    TEXT,
+    "Read the history from this Prometheus (or Thanos, Mimir, Cortex) instead of a file: "
+    "kube-state-metrics' kube_node_created and kube_node_labels over --last or --start/--end, "
+    "in a few queries per 6 hours. The only option with which simulate uses the network.",
+    metavar="URL",
+)
+PROMETHEUS_MATCH = Setting(
+    "--prometheus-match",
+    None,
+    TEXT,
+    "Label matchers added to every --prometheus query, to replay one cluster of a fleet: "
+    "'{cluster=\"prod-1\"}'.",
+    metavar="{MATCHERS}",
+)
+PROMETHEUS_BEARER_TOKEN_FILE = Setting(
+    "--prometheus-bearer-token-file",
+    None,
+    TEXT,
+    "Send the token in this file (read at each query) as `Authorization: Bearer`.",
+    metavar="FILE",
+)
+PROMETHEUS_USERNAME = Setting(
+    "--prometheus-username",
+    None,
+    TEXT,
+    "Basic auth to --prometheus with this user name and --prometheus-password-file.",
+    metavar="NAME",
+)
+PROMETHEUS_PASSWORD_FILE = Setting(
+    "--prometheus-password-file", None, TEXT, "The basic auth password, in a file.", metavar="FILE"
+)
+PROMETHEUS_CA_FILE = Setting(
+    "--prometheus-ca-file",
+    None,
+    TEXT,
+    "Check --prometheus' certificate against these CAs (PEM) instead of the system's.",
+    metavar="FILE",
+)
+INSECURE_SKIP_TLS_VERIFY = Setting(
+    "--insecure-skip-tls-verify",
+    None,
+    BOOLEAN,
+    "Do not check --prometheus' certificate (a test server's; never over a network you do "
+    "not trust).",
+    extra={"is_flag": True, "flag_value": True, "default": False},
+)
+PROMETHEUS_HEADER = Setting(
+    "--prometheus-header",
+    None,
+    Kind("header", lambda text: (text,), metavar="'NAME: VALUE'"),
+    "Send this header with every --prometheus query (repeatable), e.g. 'X-Scope-OrgID: "
+    "tenant-1' for a Mimir or Cortex tenant.",
+    extra={"multiple": True},
+)
 PLOT = Setting(
     "--plot",
     None,
@@ -450,7 +513,17 @@ WRITE = (DRY_RUN, WORKERS, QPS, EVENTS)
 ACCESS = (KUBECONFIG, CONTEXT)
 OUTPUTS = (OUTPUT, LOG_FORMAT, VERBOSE)
 PIN = (ANNOTATION, DRY_RUN, TIMEOUT, REQUEST_TIMEOUT, PAGE_SIZE, *ACCESS, *OUTPUTS)
-REPLAY = (COMPARE, SWEEP, INTERVAL, START, END, LAST, PLOT)  # simulate's own
+PROMETHEUS_ACCESS = (
+    PROMETHEUS,
+    PROMETHEUS_MATCH,
+    PROMETHEUS_BEARER_TOKEN_FILE,
+    PROMETHEUS_USERNAME,
+    PROMETHEUS_PASSWORD_FILE,
+    PROMETHEUS_CA_FILE,
+    INSECURE_SKIP_TLS_VERIFY,
+    PROMETHEUS_HEADER,
+)
+REPLAY = (COMPARE, SWEEP, INTERVAL, START, END, LAST, *PROMETHEUS_ACCESS, PLOT)  # simulate's own
 
 #: Which settings each command uses; nothing else is read for it.
 COMMANDS: dict[str, tuple[Setting[Any], ...]] = {
@@ -541,6 +614,19 @@ def access_settings(parsed: Parsed) -> ClusterAccess:
         kubeconfig=parsed[KUBECONFIG],
         context=parsed[CONTEXT],
         request_timeout=parsed[REQUEST_TIMEOUT].total_seconds(),
+    )
+
+
+def prometheus_access(parsed: Parsed) -> PrometheusAccess:
+    return PrometheusAccess(
+        url=parsed[PROMETHEUS],
+        match=parsed[PROMETHEUS_MATCH] or "",
+        bearer_token_file=parsed[PROMETHEUS_BEARER_TOKEN_FILE],
+        username=parsed[PROMETHEUS_USERNAME],
+        password_file=parsed[PROMETHEUS_PASSWORD_FILE],
+        ca_file=parsed[PROMETHEUS_CA_FILE],
+        insecure_skip_tls_verify=parsed[INSECURE_SKIP_TLS_VERIFY],
+        headers=parsed[PROMETHEUS_HEADER],
     )
 
 

@@ -111,8 +111,9 @@ def api_error(status: int, body: bytes, retry_after: float | None, action: Actio
     try:
         found = json.loads(body)
         if isinstance(found, dict):
-            reason = str(found.get("reason") or "")
-            message = str(found.get("message") or "")
+            # a Kubernetes Status, or Prometheus' error answer (errorType, error)
+            reason = str(found.get("reason") or found.get("errorType") or "")
+            message = str(found.get("message") or found.get("error") or "")
     except ValueError:
         message = body[:200].decode("utf-8", "replace").strip()
     return error_for_status(

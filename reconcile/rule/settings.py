@@ -132,6 +132,21 @@ class ClusterAccess:
     request_timeout: float = 10.0
 
 
+@dataclass(frozen=True)
+class PrometheusAccess:
+    """Where `simulate --prometheus` reads history, how it signs in (as Prometheus' own scrape
+    config does), and which series are the cluster's (`{cluster="prod-1"}`, in every query)."""
+
+    url: str
+    match: str = ""
+    bearer_token_file: str | None = None
+    username: str | None = None
+    password_file: str | None = None
+    ca_file: str | None = None
+    insecure_skip_tls_verify: bool = False
+    headers: tuple[str, ...] = ()  # `Name: value`, sent with every query
+
+
 class Invalid(ValueError):
     """Why a setting's text is refused, and what to write instead."""
 

@@ -20,13 +20,20 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from reconcile.rule import decide as rules
 from reconcile.rule import nodes, settings
 from reconcile.rule.budget import budget_entry
 from reconcile.rule.settings import ConfigError, HoldSettings, Scope, format_duration
-from reconcile.simulate.timeline import Timeline, TimelineNode, iso, load_timeline, parse_time
+from reconcile.simulate.timeline import (
+    Grid,
+    Timeline,
+    TimelineNode,
+    iso,
+    load_timeline,
+    parse_time,
+)
 
 MAX_RUNS = 20_160  # 14 days at one run a minute, per configuration
 MAX_COLUMNS = 8
@@ -846,8 +853,14 @@ class Asked:
     sweep: str | None = None
 
 
-def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Simulation:
-    """Check the replay options and read the timeline; ConfigError says what is wrong.
+def prepare(
+    paths: Sequence[str],
+    base: HoldSettings,
+    asked: Asked,
+    fetched: Callable[[datetime, datetime], tuple[str, list[Any], Grid]] | None = None,
+) -> Simulation:
+    """Check the replay options and read the timeline (or have `fetched` read it from
+    Prometheus, from --start, or --last before --end or now); ConfigError says what is wrong.
     The configurations: the primary one first, then each different column once."""
     if asked.sweep is not None and asked.compare.strip():
         raise ConfigError("--sweep and --compare: give one of them (a sweep is its own table)")
@@ -867,10 +880,31 @@ def prepare(paths: Sequence[str], base: HoldSettings, asked: Asked) -> Simulatio
             moments.append(None if raw is None else parse_time(raw))
         except ValueError as exc:
             raise ConfigError(f"{option}: {raw!r} {exc}; use e.g. 2024-05-14T00:00:00Z") from None
-    timeline = load_timeline(list(paths))
+    keys = {settings.DEFAULT_GROUP_LABEL}
+    keys |= {k for h in holds for k in h.trigger_selector.keys | h.node_selector.keys}
+    keys |= {h.group_label for h in holds}
+    timeline = load_timeline(list(paths), keys, fetched and _fetch(fetched, *moments, asked))
     check_step(timeline, holds)
     span = replay_span(timeline, holds, asked.interval, *moments, asked.last)
     return Simulation(timeline, span, holds, asked.sweep is not None)
+
+
+def _fetch(
+    fetched: Callable[[datetime, datetime], tuple[str, list[Any], Grid]],
+    start: datetime | None,
+    end: datetime | None,
+    asked: Asked,
+) -> tuple[str, list[Any], Grid]:
+    """The history from Prometheus: from --start, or --last before --end (or now), on the
+    grid of runs (whole intervals, as replay_span lays them)."""
+    end = end or datetime.now(UTC)
+    start = end - asked.last if asked.last else start
+    if start is None or start >= end:
+        raise ConfigError("--prometheus: give --last (e.g. --last 7d) or a --start before --end")
+    step = asked.interval.total_seconds()
+    return fetched(
+        *(datetime.fromtimestamp(t.timestamp() // step * step, UTC) for t in (start, end))
+    )
 
 
 def check_step(timeline: Timeline, holds: list[HoldSettings]) -> None:

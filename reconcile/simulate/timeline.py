@@ -1,10 +1,10 @@
 """Node timelines for `node-holder simulate`: which nodes existed when, read from files.
 
 YAML and JSON timelines, kubectl's own output (Nodes, Karpenter NodeClaims, and NodePools for
-their own hold settings), and the answer of
-a Prometheus range query of kube-state-metrics' `kube_node_created` (with `kube_node_labels`
-for the NodePool), so a cluster's data needs no conversion: docs/simulate.md, "Timeline
-formats". Every problem is one TimelineError line (exit 2) naming the file and, for a bad
+their own hold settings), and the answer of a Prometheus range query of kube-state-metrics'
+`kube_node_created` (with `kube_node_labels` for the labels the settings use), saved or as
+`simulate --prometheus` fetched it, so a cluster's data needs no conversion: docs/simulate.md,
+"Timeline formats". Every problem is one TimelineError line (exit 2) naming the file and, for a bad
 value, the record: `history.yaml: nodes[12] (name ip-10-0-1-2): created 'noon' is not an
 RFC 3339 time; ...`. Syntax errors name the line the parser stopped at.
 """
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import reduce
 from itertools import groupby
-from operator import itemgetter
+from operator import itemgetter, or_
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -41,10 +41,15 @@ from reconcile.rule.settings import (
 ENTRY_KEYS = ("name", "created", "deleted", "labels", "annotations")
 TOP_KEYS = ("nodes", "start", "end", "description")
 TIME_EXAMPLE = "2024-05-14T08:30:00Z"
-#: kube-state-metrics: the node's creationTimestamp as the value; its labels, as
-#: `label_<key with . and / as _>` (with --metric-labels-allowlist=nodes=[karpenter.sh/nodepool])
-CREATED, LABELS, POOL_LABEL = "kube_node_created", "kube_node_labels", "label_karpenter_sh_nodepool"
+#: kube-state-metrics: the node's creationTimestamp as the value; its labels, as ksm_label()
+#: names them (with --metric-labels-allowlist=nodes=[karpenter.sh/nodepool,...])
+CREATED, LABELS = "kube_node_created", "kube_node_labels"
 
+#: Said of a kubectl list read without Prometheus' history
+LIVE = (
+    "a live list has no deleted nodes, so launches avoided is a lower bound; replay the "
+    "history with --prometheus URL (docs/simulate.md)"
+)
 Fields = dict[str, tuple[Any, str]]  # a record's raw values, each with the word its file uses
 
 
@@ -82,6 +87,7 @@ class Timeline:
     #: Each NodePool of a NodePool list (`kubectl get nodepools`), with its own hold settings
     nodepool_settings: NodePoolSettings = field(default_factory=dict)
     step: timedelta | None = None  # a Prometheus answer's step: removals known to within it
+    prometheus: bool = False  # read from kube-state-metrics' series: labels by their names there
 
 
 class _Problem(Exception):
@@ -111,20 +117,33 @@ def parse_time(raw: Any) -> datetime:
 # --- reading ---------------------------------------------------------------------------
 
 
-def load_timeline(paths: Sequence[str]) -> Timeline:
-    """Read and merge timeline files (`-` is standard input). Prometheus answers are read
-    together (kube_node_labels may come in a file of its own)."""
+def load_timeline(
+    paths: Sequence[str],
+    label_keys: Iterable[str] = (DEFAULT_GROUP_LABEL,),
+    fetched: tuple[str, list[Any], Grid] | None = None,
+) -> Timeline:
+    """Read and merge timeline files (`-` is standard input), or the series `simulate
+    --prometheus` fetched (its URL, its series, their grid). Prometheus answers are read
+    together (kube_node_labels may come in a file of its own), with the labels `label_keys`
+    from kube_node_labels."""
     sources = tuple("<stdin>" if p == "-" else p for p in paths)
     documents = [
         (name, _load(_read(path), name)) for path, name in zip(paths, sources, strict=True)
     ]
     answers = [(name, data) for name, data in documents if _is_answer(data)]
     parsed = [_parse(data, name) for name, data in documents if not _is_answer(data)]
-    step = None  # the Prometheus answers' (YAML and kubectl lists have none)
     if answers:
-        parsed.append(_prometheus(answers))
-        step = parsed[-1].step
+        parsed.append(_prometheus(answers, label_keys))
+    if fetched:
+        sources += fetched[:1]
+        parsed.append(_prometheus([fetched[:2]], label_keys, fetched[2]))
+    return _combine(parsed, sources)
+
+
+def _combine(parsed: Sequence[Timeline], sources: tuple[str, ...]) -> Timeline:
+    """One timeline of several read, the same node (by name and time) once."""
     nodes = _merge(n for p in parsed for n in p.nodes)
+    history = any(p.prometheus for p in parsed)  # which has the nodes a live list lacks
     if not nodes:
         raise TimelineError(
             f"{', '.join(sources)}: no nodes in the timeline; list at least one node "
@@ -135,9 +154,11 @@ def load_timeline(paths: Sequence[str]) -> Timeline:
         sources=sources,
         start=min((p.start for p in parsed if p.start), default=None),
         end=max((p.end for p in parsed if p.end), default=None),
-        notes=tuple(note for p in parsed for note in p.notes) + _unread(nodes),
+        notes=tuple(n for p in parsed for n in p.notes if n != LIVE or not history)
+        + _unread(nodes),
         nodepool_settings={k: v for p in parsed for k, v in p.nodepool_settings.items()},
-        step=step,
+        step=next((p.step for p in parsed if p.step), None),
+        prometheus=history,
     )
 
 
@@ -204,10 +225,20 @@ def _load(text: str, name: str) -> Any:
     """JSON by the extension `.json` or a first `{` or `[`; else YAML. A syntax error names
     the line the parser stopped at."""
     suffix = Path(name).suffix.lower()
+    if not text.strip():
+        raise TimelineError(
+            f"{name}: empty, most likely a failed download (`curl -f` leaves an empty file on "
+            "an HTTP error); fetch it again and check that command's exit status"
+        )
     if suffix == ".json" or (suffix not in (".yaml", ".yml") and text.lstrip()[:1] in "{["):
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
+            if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
+                raise TimelineError(
+                    f"{name}: the JSON stops before its end (line {exc.lineno}), most likely a "
+                    "cut download; fetch it again"
+                ) from None
             raise TimelineError(
                 f"{name}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno}); "
                 "fix the JSON there"
@@ -384,6 +415,7 @@ def _kube_list(data: dict[str, Any]) -> Timeline:
         nodes += [_node(record, fields)] if fields else []
         claims += fields is None
     notes = [f"{claims} NodeClaim(s) without status.nodeName left out (no node)"] if claims else []
+    notes += [LIVE] if nodes else []
     return Timeline(nodes, notes=tuple(notes), nodepool_settings=pools)
 
 
@@ -473,9 +505,18 @@ def _matrix(data: Any) -> list[Any]:
     return body["result"]
 
 
-def _series(i: int, series: Any) -> tuple[str, str, str, list[tuple[str, float, float]]]:
-    """A series' metric, node, NodePool and runs of one value: (value, first sample, last
-    sample). A node deleted and created again under one name goes on with a new value."""
+def ksm_label(key: str) -> str:
+    """kube-state-metrics' name for a node label in kube_node_labels (its labelName)."""
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", re.sub(r"[^a-zA-Z0-9_]", "_", key))
+    return f"label_{name.lower()}"
+
+
+def _series(
+    i: int, series: Any, wanted: Mapping[str, str]
+) -> tuple[str, str, dict[str, str], list[tuple[str, float, float]]]:
+    """A series' metric, node, the labels `wanted` names (kube-state-metrics' name: the
+    label's) and runs of one value: (value, first sample, last sample). A node deleted and
+    created again under one name goes on with a new value."""
     metric = series.get("metric") if isinstance(series, dict) else None
     metric = metric if isinstance(metric, dict) else {}
     what, node = metric.get("__name__"), metric.get("node")
@@ -484,33 +525,63 @@ def _series(i: int, series: Any) -> tuple[str, str, str, list[tuple[str, float, 
         wrong = "no node label" if what in (CREATED, LABELS) else f"not {CREATED} or {LABELS}"
         raise _at(record, f"{wrong}: query kube-state-metrics' series themselves, unaggregated")
     name = _name(node, "node", record)
-    pool = metric.get(POOL_LABEL, "")
-    if problem := label_value_problem(pool):
-        raise _at(record, f"the NodePool {POOL_LABEL}={pool!r} {problem}")
+    labels = _labels(metric, wanted, record)
     values = series.get("values")
     if not isinstance(values, list) or not values:
         raise _at(record, "no `values`: not a range query's series; ask /api/v1/query_range")
     try:
         runs = [list(run) for _, run in groupby(values, key=itemgetter(1))]
-        return what, name, pool, [(r[0][1], float(r[0][0]), float(r[-1][0])) for r in runs]
+        return what, name, labels, [(r[0][1], float(r[0][0]), float(r[-1][0])) for r in runs]
     except (TypeError, IndexError, KeyError, ValueError):
         raise _at(
             record, 'each sample must be [time, "value"]; save the answer unchanged'
         ) from None
 
 
-def _prometheus(answers: list[tuple[str, Any]]) -> Timeline:
+def _labels(metric: Mapping[str, str], wanted: Mapping[str, str], record: str) -> dict[str, str]:
+    """The labels `wanted` names, read under their kube-state-metrics names; none of several
+    labels that kube-state-metrics could not tell apart."""
+    labels = {key: metric[ksm] for ksm, key in wanted.items() if ksm in metric}
+    for ksm, key in wanted.items():
+        if clash := sorted(k for k in metric if re.fullmatch(f"{ksm}_conflict\\d+", k)):
+            raise _at(
+                record,
+                f"kube-state-metrics renamed colliding labels to {', '.join(clash)}: several "
+                f"node labels read {ksm}, so none of them is surely {key}; allowlist only {key} "
+                "in --metric-labels-allowlist",
+            )
+    for key, value in labels.items():
+        if problem := label_value_problem(value):
+            raise _at(record, f"the label {key} ({ksm_label(key)}={value!r}) {problem}")
+    return labels
+
+
+class Grid(NamedTuple):
+    """The range and step a history was asked for (`simulate --prometheus`)."""
+
+    start: datetime
+    end: datetime
+    step: timedelta
+
+
+def _prometheus(
+    answers: list[tuple[str, Any]],
+    label_keys: Iterable[str],
+    grid: Grid | None = None,
+) -> Timeline:
     """Each node's life from kube_node_created: created is the value, deleted the last sample
-    plus the step, unless the series is still there at the last sample of the range."""
+    plus the step (or the next life of its name, if sooner), unless the series is still there
+    at the last sample of the range. Its labels: those of kube_node_labels at the time."""
+    wanted = {ksm_label(key): key for key in label_keys}
     lives: dict[tuple[str, float], tuple[float, float]] = {}  # (node, created): samples' span
-    pools: dict[str, list[tuple[float, float, str]]] = defaultdict(list)  # node: span, NodePool
+    tags: dict[str, list[tuple[float, float, dict]]] = defaultdict(list)  # node: span, labels
     stamps: set[int] = set()  # milliseconds: the step is their differences' greatest divisor
     for source, data in answers:
         try:
             for i, series in enumerate(_matrix(data)):
-                what, name, pool, runs = _series(i, series)
+                what, name, labels, runs = _series(i, series, wanted)
                 if what == LABELS:
-                    pools[name] += [(first, last, pool) for _, first, last in runs]
+                    tags[name] += [(first, last, labels) for _, first, last in runs]
                     continue
                 stamps.update(round(float(v[0]) * 1000) for v in series["values"][:2])
                 for value, first, last in runs:
@@ -526,6 +597,23 @@ def _prometheus(answers: list[tuple[str, Any]]) -> Timeline:
             f"{names}: no {CREATED} series; query "
             f'{{__name__=~"{CREATED}|{LABELS}"}} (docs/simulate.md, "From Prometheus")'
         )
+    start, end, step = grid or _grid(stamps, names)
+    nodes, later = [], {}  # the next life's creation, by name
+    for (name, created), (first, last) in sorted(lives.items(), reverse=True):
+        born, seen = (datetime.fromtimestamp(t, UTC) for t in (created, last))
+        gone = None if seen >= end else min(seen + step, later.get(name, seen + step))
+        later[name] = born
+        labels = [tag for f, l_, tag in tags[name] if f <= last and first <= l_]
+        nodes.append(TimelineNode(name, born, gone and max(born, gone), reduce(or_, labels, {})))
+    note = (
+        f"read from Prometheus: a removal is the node's last sample plus the step "
+        f"({format_duration(step)}), so it is known to within {format_duration(step)}"
+    )
+    return Timeline(nodes, (), start, end, notes=(note,), step=step, prometheus=True)
+
+
+def _grid(stamps: set[int], names: str) -> Grid:
+    """A saved answer's range and step: its first and last sample, their greatest divisor."""
     start, end = min(stamps), max(stamps)
     step = timedelta(milliseconds=reduce(math.gcd, (t - start for t in stamps)))
     if not step:
@@ -533,19 +621,7 @@ def _prometheus(answers: list[tuple[str, Any]]) -> Timeline:
             f"{names}: every sample is at one instant, so the step is unknown; query a range "
             "of several steps"
         )
-    nodes = []
-    for (name, created), (first, last) in lives.items():
-        born = datetime.fromtimestamp(created, UTC)
-        seen = datetime.fromtimestamp(last, UTC)
-        gone = None if round(last * 1000) == end else max(born, seen + step)  # never before born
-        pool = next((p for f, l_, p in pools[name] if f <= last and first <= l_), "")
-        nodes.append(TimelineNode(name, born, gone, {DEFAULT_GROUP_LABEL: pool} if pool else {}))
-    note = (
-        f"read from Prometheus: a removal is the node's last sample plus the step "
-        f"({format_duration(step)}), so it is known to within {format_duration(step)}"
-    )
-    edges = (datetime.fromtimestamp(t / 1000, UTC) for t in (start, end))
-    return Timeline(nodes, (), *edges, notes=(note,), step=step)
+    return Grid(*(datetime.fromtimestamp(t / 1000, UTC) for t in (start, end)), step)
 
 
 def _epoch(value: Any, record: str) -> float:
