@@ -482,7 +482,8 @@ def test_a_week_from_prometheus_over_http_replays_as_the_same_week_from_yaml(
 def test_the_documented_promtool_recipe_gives_the_same_week(
     prometheus: tuple[str, Path], from_yaml: dict[str, Any]
 ) -> None:
-    """docs/simulate.md's promtool commands: one file per metric, the matrix alone."""
+    """Saved answers from `promtool query range -o json` (one file per metric, the matrix alone)
+    replay the same week as the YAML."""
     url, work = prometheus
     files = []
     for metric in (CREATED, LABELS):
