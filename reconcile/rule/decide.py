@@ -9,6 +9,7 @@ or ends is a `Transition`, which reconcile/cli/report.py words for the Events an
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -282,31 +283,6 @@ def _own(given: NodePoolOwn, default: timedelta, cap0: timedelta | None) -> Own:
     return Own(duration, cap, (sources[0], sources[1]), tuple(bad))
 
 
-def _last_stretch(
-    holds: Sequence[tuple[datetime, datetime]], cap: timedelta | None
-) -> tuple[int, int, datetime, bool]:
-    """The last stretch of continuous holding, as (first, stop, end, capped): its trigger
-    nodes are holds[first:stop], each node's own hold [created, end), sorted by creation.
-    Overlapping holds chain; a capped stretch ends at start + cap, and nodes created in the
-    free period after it (its longest own hold) start no hold."""
-    i, n = 0, len(holds)
-    while True:
-        start, until = holds[i]
-        end = start + cap if cap is not None else None
-        j = i + 1
-        while j < n and holds[j][0] < until and (end is None or holds[j][0] < end):
-            until = max(until, holds[j][1])
-            j += 1
-        stop, capped = j, end is not None and until > end
-        if end is not None and capped:
-            until, free = end, max(e - c for c, e in holds[i:j])
-            while j < n and holds[j][0] < until + free:
-                j += 1
-        if j >= n:
-            return i, stop, until, capped
-        i = j
-
-
 def _stamp(
     node: NodeView, key: str, now: datetime, bound: timedelta
 ) -> tuple[datetime | None, str | None]:
@@ -361,9 +337,8 @@ class _Trigger(NamedTuple):
 def _window(
     name: str, members: Sequence[NodeView], now: datetime, hold: HoldSettings
 ) -> HoldWindow:
-    """The window's hold from its trigger nodes, without sorting them (every node is a trigger
-    node with the default selector): only a cap, which chains stretches from the oldest
-    trigger node on, needs them in order."""
+    """The window's hold from its trigger nodes (every node is one with the default selector),
+    its last stretch as `_last_stretch` finds it."""
     plain = Own(hold.hold_duration, hold.max_hold)  # most nodes': the configured settings
     bound, triggers = hold.hold_duration, []
     for node in members:
@@ -385,12 +360,7 @@ def _window(
         )
         return _stamped(window, members, now, hold)
     cap = min((t.own.cap for t in triggers if t.own.cap is not None), default=None)
-    until = reach = max(t.end for t in triggers)
-    capped, stretch = False, _last_chain(triggers) if cap is None else None
-    if stretch is None:
-        triggers.sort()
-        first, stop, until, capped = _last_stretch([(t.start, t.end) for t in triggers], cap)
-        stretch = triggers[first:stop]
+    stretch, until, capped = _last_stretch(triggers, cap, bound)
     duration = max(t.own.duration for t in stretch)
     longest = min(t for t in stretch if t.own.duration == duration)
     youngest = max(triggers)
@@ -410,28 +380,57 @@ def _window(
         duration=duration,
         max_hold=cap,
         sources=(longest.own.sources[0], capper.own.sources[1]),
-        reach=reach,
+        reach=max(t.end for t in triggers),
         bound=bound,
     )
     return _stamped(window, members, now, hold)
 
 
-#: How far back _last_chain walks before sorting is cheaper: each step is a pass over the
-#: trigger nodes and goes back at least one hold (a steady run takes one step).
-CHAIN_STEPS = 4
+def _last_stretch(
+    triggers: Sequence[_Trigger], cap: timedelta | None, longest: timedelta
+) -> tuple[list[_Trigger], datetime, bool]:
+    """The last stretch of continuous holding: (its trigger nodes, its end, capped). Own
+    holds that overlap chain; a capped stretch ends at its start + cap, and nodes created in
+    the free period after it (its longest own hold) start no hold. Stretches chain from the
+    oldest trigger node on, yet none reaches past a gap of `longest` (the longest own hold;
+    under a cap, two: a hold and the free period after it) between two nodes' creations: the
+    nodes are taken youngest first back to such a gap (from a heap, not sorted: a steady run
+    takes a few), then their stretches found in order."""
+    gap = longest if cap is None else 2 * longest
+    # The youngest on top, by the trigger nodes' own order: heapq's max-heap, in C (public as
+    # heapify_max and heappop_max from Python 3.14, which keeps these names).
+    heap = list(triggers)
+    heapq._heapify_max(heap)
+    tail = [heapq._heappop_max(heap)]
+    while heap and heap[0].start + gap > tail[-1].start:
+        tail.append(heapq._heappop_max(heap))
+    tail.reverse()
+    first = 0
+    while True:
+        stop, until, capped, after = _stretch(tail, first, cap)
+        if after >= len(tail):
+            return tail[first:stop], until, capped
+        first = after
 
 
-def _last_chain(triggers: Sequence[_Trigger]) -> list[_Trigger] | None:
-    """The last stretch of overlapping uncapped holds (what _last_stretch finds in order): from
-    the latest start, back to the earliest start of a hold still running then, until no hold
-    spans that point. None if that takes more than CHAIN_STEPS passes."""
-    point = max(t.start for t in triggers)
-    for _ in range(CHAIN_STEPS):
-        earliest = min(t.start for t in triggers if t.end > point)
-        if earliest == point:
-            return [t for t in triggers if t.start >= point]
-        point = earliest
-    return None
+def _stretch(
+    holds: Sequence[_Trigger], first: int, cap: timedelta | None
+) -> tuple[int, datetime, bool, int]:
+    """The stretch that starts at holds[first] (in order of creation): (the index after its
+    nodes, its end, capped, the index after its free period)."""
+    end = None if cap is None else holds[first].start + cap
+    until, stop = holds[first].end, first + 1
+    while (
+        stop < len(holds) and holds[stop].start < until and (end is None or holds[stop].start < end)
+    ):
+        until = max(until, holds[stop].end)
+        stop += 1
+    if end is None or until <= end:
+        return stop, until, False, stop
+    free, after = max(t.end - t.start for t in holds[first:stop]), stop
+    while after < len(holds) and holds[after].start < end + free:
+        after += 1
+    return stop, end, True, after
 
 
 def _stamped(
@@ -446,8 +445,7 @@ def _stamped(
     free_until = max([*frees, *filter(None, [window.free_until])], default=None)
     start, until, capped = window.stretch_start, window.hold_until, window.capped
     if start is not None and until is not None and window.reach is not None:
-        ours = [m for m in members if HOLD_STARTED in m.annotations and holds_ours(m, hold)]
-        starts = [t for m in ours if (t := _stamp(m, HOLD_STARTED, now, bound)[0]) and t <= now]
+        starts = _started(members, now, hold, bound)
         if starts and min(starts) < start:
             start = min(starts)
             if until > start + cap:
@@ -467,6 +465,14 @@ def _stamped(
         capped=capped,
         free_until=free_until,
     )
+
+
+def _started(
+    members: Sequence[NodeView], now: datetime, hold: HoldSettings, bound: timedelta
+) -> list[datetime]:
+    """The hold-started stamps, up to now, on members that carry a hold of ours."""
+    ours = [m for m in members if HOLD_STARTED in m.annotations and holds_ours(m, hold)]
+    return [t for m in ours if (t := _stamp(m, HOLD_STARTED, now, bound)[0]) and t <= now]
 
 
 def decide_node(
@@ -600,13 +606,21 @@ def _stamps(
         elif window.stretch_start:
             want[HOLD_STARTED] = format_time(window.stretch_start)
     if not held and mode is Mode.RECONCILE:  # a hold of ours, or a release: no free period
-        due = window.free_until  # (only --max-hold sets it)
-        if due and (free is None or free < due) and hold.node_selector.matches(node.labels):
-            want[FREE_UNTIL] = format_time(due)
-        elif free is not None and free > now:
-            want[FREE_UNTIL] = annotations[FREE_UNTIL]  # the free period is not over yet
+        want[FREE_UNTIL] = _free_stamp(node, window.free_until, free, hold, now)
     changes = {k: v for k, v in want.items() if annotations.get(k) != v}
     return changes, tuple(why for why in (started_bad, free_bad) if why)
+
+
+def _free_stamp(
+    node: NodeView, due: datetime | None, free: datetime | None, hold: HoldSettings, now: datetime
+) -> str | None:
+    """The free-until stamp a node without our hold carries: the window's (`due`, which only
+    --max-hold sets) on a selected node without a later one, else its own while not over."""
+    if due and (free is None or free < due) and hold.node_selector.matches(node.labels):
+        return format_time(due)
+    if free is not None and free > now:
+        return node.annotations[FREE_UNTIL]  # the free period is not over yet
+    return None
 
 
 def _decide_pin(

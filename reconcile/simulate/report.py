@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-from reconcile.rule.settings import format_duration
+from reconcile.rule.settings import Scope, format_duration
 from reconcile.rule.text import table
 from reconcile.simulate.replay import EPOCH, Result, Simulation
 from reconcile.simulate.timeline import iso
@@ -114,6 +114,7 @@ def render(sim: Simulation, output: str, plot: str | None) -> list[str]:
                 "nodes": len(sim.timeline.nodes),
                 "unseen": list(sim.unseen),
                 "notes": list(sim.timeline.notes),
+                "warnings": unmatched(sim),
             },
             "replay": {
                 "start": iso(window.start),
@@ -163,7 +164,53 @@ def _header(sim: Simulation) -> list[str]:
             f"  {len(sim.unseen)} node(s) lived less than the time between two runs: "
             "no run saw them"
         )
+    lines += [f"  warning: {line}" for line in unmatched(sim)]
     return lines + [f"  note: {note}" for note in timeline.notes]
+
+
+def unmatched(sim: Simulation) -> list[str]:
+    """The selectors and group label that no node of the input matches, as `reconcile`
+    warns: the label the input lacks, and for a Prometheus answer where it would come from."""
+    hold, nodes = sim.holds[0], sim.timeline.nodes
+    found = []
+    selector = hold.trigger_selector
+    if _no_trigger(sim):
+        found.append(
+            f"--trigger-selector {selector.text!r} matches none of the {len(nodes)} nodes of the "
+            f"input: no node starts a hold{_lacking(sim, selector.keys)}"
+        )
+    chosen = hold.node_selector
+    if chosen and not any(chosen.matches(n.labels) for n in nodes):
+        found.append(
+            f"--node-selector {chosen.text!r} matches none of the {len(nodes)} nodes of the "
+            f"input: no node is held{_lacking(sim, chosen.keys)}"
+        )
+    label = hold.group_label
+    if any(h.scope is Scope.GROUP for h in sim.holds) and not any(label in n.labels for n in nodes):
+        found.append(
+            f"--group-label {label!r} is on none of the {len(nodes)} nodes of the input: in group "
+            f"scope they all form one group{_lacking(sim, {label})}"
+        )
+    return found
+
+
+def _no_trigger(sim: Simulation) -> bool:
+    selector = sim.holds[0].trigger_selector
+    return bool(selector) and not any(selector.matches(n.labels) for n in sim.timeline.nodes)
+
+
+def _lacking(sim: Simulation, keys: Iterable[str]) -> str:
+    """`; no node carries the label X`, and the kube-state-metrics flag that exports it."""
+    missing = sorted(k for k in keys if not any(k in n.labels for n in sim.timeline.nodes))
+    if not missing:
+        return ""
+    words = f"; no node carries the label {', '.join(missing)}"
+    if sim.timeline.prometheus:
+        words += (
+            f" (kube-state-metrics puts it in kube_node_labels with "
+            f"--metric-labels-allowlist=nodes=[{','.join(missing)}])"
+        )
+    return words
 
 
 def _periods(sim: Simulation) -> list[str]:
@@ -178,6 +225,8 @@ def _periods(sim: Simulation) -> list[str]:
         f"{format_duration(held)} of {_span(window.end - window.start)} "
         f"({_pct(held.total_seconds(), (window.end - window.start).total_seconds())})"
     ]
+    if not result.periods and _no_trigger(sim):
+        return [*lines, "  no hold: no node of the input matches --trigger-selector (see above)"]
     if not result.periods:
         return [*lines, "  no hold: no node was younger than the hold duration at any run"]
     multi_day = window.start.date() != window.tick(window.runs - 1).date()
@@ -315,10 +364,15 @@ def _recommendation(found: dict[str, Any] | None, columns: list[dict[str, Any]])
     before, after = found["steps"]
     return (
         f"  recommended: --hold-duration {setting}{column}, the knee: from {before['from']} it "
-        f"avoids {before['launchesAvoided']} more launches (est.) for "
-        f"{before['nodeHoursKept']:,.1f} more node-hours kept; {after['to']} avoids "
-        f"{after['launchesAvoided']} more for {after['nodeHoursKept']:,.1f} more"
+        f"avoids {_more(before['launchesAvoided'])} launches (est.) for "
+        f"{_more(before['nodeHoursKept'], '.1f')} node-hours kept; {after['to']} avoids "
+        f"{_more(after['launchesAvoided'])} for {_more(after['nodeHoursKept'], '.1f')}"
     )
+
+
+def _more(value: float, digits: str = "") -> str:
+    """A step's change: `N more`, or `N fewer` where it goes down (never a negative "more")."""
+    return f"{abs(value):,{digits}} {'fewer' if value < 0 else 'more'}"
 
 
 def _sweep(sim: Simulation, columns: list[dict[str, Any]]) -> list[str]:

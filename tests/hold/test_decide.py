@@ -250,9 +250,8 @@ def test_transitions_name_the_youngest_node_and_count_the_changed_ones() -> None
 
 
 def test_the_last_stretch_of_overlapping_holds_begins_at_its_oldest_node_however_long() -> None:
-    """Nodes 15 minutes apart, each holding 20, in any order: one stretch since the first (a
-    short chain is walked back from the youngest, a long one sorted); a hold that ended before
-    it is not part of it."""
+    """Nodes 15 minutes apart, each holding 20, in any order: one stretch since the first,
+    however many nodes it goes back; a hold that ended before it is not part of it."""
     chain = [node(f"n{i}", minutes(15 * i)) for i in range(12)]  # 0 to 165 minutes old
     ended = node("ended", minutes(165 + 30))  # its hold ended 10 minutes before n11 arrived
     for nodes, oldest in ((chain[:3], 30), (chain, 165), ([ended, *chain], 165)):

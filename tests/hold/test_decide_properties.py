@@ -430,3 +430,49 @@ def test_nothing_is_dated_after_now(
         assert window.stretch_start is None or window.stretch_start <= now
         if not window.held and window.hold_until is not None:
             assert window.hold_until <= now, window
+
+
+def _stretches_from_the_oldest(
+    holds: list[tuple[int, int]], cap: int | None
+) -> tuple[list[tuple[int, int]], int, bool]:
+    """docs/design.md's stretches, walked from the oldest node on over all of them in order."""
+    holds, i = sorted(holds), 0
+    while True:
+        start, until = holds[i]
+        end, j = (None if cap is None else start + cap), i + 1
+        while j < len(holds) and holds[j][0] < until and (end is None or holds[j][0] < end):
+            until, j = max(until, holds[j][1]), j + 1
+        stretch, capped = holds[i:j], end is not None and until > end
+        if end is not None and capped:
+            until, free = end, max(e - s for s, e in stretch)
+            while j < len(holds) and holds[j][0] < until + free:
+                j += 1
+        if j >= len(holds):
+            return stretch, until, capped
+        i = j
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    holds=st.lists(
+        st.tuples(st.integers(0, 600), st.sampled_from([5, 20, 45, 90])), min_size=1, max_size=40
+    ),
+    cap=st.none() | st.sampled_from([20, 60, 120]),
+)
+def test_the_last_stretch_from_the_youngest_is_the_last_of_those_from_the_oldest(
+    holds: list[tuple[int, int]], cap: int | None
+) -> None:
+    """_last_stretch takes the nodes youngest first back to a gap no hold or free period
+    crosses: the same last stretch as walking all of them from the oldest (minutes)."""
+    own = rule.Own(timedelta(0), None)
+    triggers = [
+        rule._Trigger(T0 + timedelta(minutes=s), f"n{i}", T0 + timedelta(minutes=s),
+                      T0 + timedelta(minutes=s + d), own)
+        for i, (s, d) in enumerate(holds)
+    ]  # fmt: skip
+    limit = None if cap is None else timedelta(minutes=cap)
+    stretch, until, capped = rule._last_stretch(triggers, limit, timedelta(minutes=90))
+    want, want_until, want_capped = _stretches_from_the_oldest([(s, s + d) for s, d in holds], cap)
+    got = sorted(((t.start - T0) // timedelta(minutes=1), (t.end - T0) // timedelta(minutes=1))
+                 for t in stretch)  # fmt: skip
+    assert (got, until, capped) == (want, T0 + timedelta(minutes=want_until), want_capped)

@@ -510,6 +510,27 @@ def test_the_documented_promtool_recipe_gives_the_same_week(
     assert figures(*map(str, files)) == from_yaml
 
 
+def test_a_trigger_selector_no_node_of_the_answer_matches_is_said_as_the_reason_for_no_hold(
+    prometheus: tuple[str, Path],
+) -> None:
+    """The chart's trigger selector on an answer of kube_node_created alone: no node carries
+    the NodePool label, so none starts a hold. simulate says so, naming the label and the
+    kube-state-metrics flag that exports it, not that no node was young (issue 37)."""
+    url, work = prometheus
+    path = work / "created-only.json"
+    path.write_text(json.dumps(query_range(url, CREATED)))
+    nodes = len(load_timeline([str(path)]).nodes)
+    result = run_cli("simulate", str(path), "--trigger-selector", POOL)
+    assert result.code == 0, result.stderr
+    assert (
+        f"  warning: --trigger-selector '{POOL}' matches none of the {nodes} nodes of the input: "
+        f"no node starts a hold; no node carries the label {POOL} (kube-state-metrics puts it in "
+        f"kube_node_labels with --metric-labels-allowlist=nodes=[{POOL}])"
+    ) in result.lines
+    assert "  no hold: no node of the input matches --trigger-selector (see above)" in result.lines
+    assert "younger than the hold duration" not in result.stdout
+
+
 @pytest.fixture(scope="module")
 def from_yaml_by_minute(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The week from YAML, removals rounded to --interval's 1m, as --prometheus reads them."""

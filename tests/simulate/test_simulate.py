@@ -19,6 +19,7 @@ import pytest
 from reconcile.rule.decide import NodeView
 from reconcile.rule.settings import HoldSettings
 from reconcile.simulate.replay import ReplayOptions, Simulation, replay, replay_span, simulate
+from reconcile.simulate.report import _recommendation, knee
 from reconcile.simulate.timeline import iso, load_timeline
 from scripts import generate_day
 from tests.clusters import CliResult, run_cli
@@ -272,6 +273,49 @@ def test_the_knee_follows_the_day_a_churn_of_12_minute_nodes_has_it_at_15m(
     avoided = {c["label"]: c["launchesAvoidedEstimate"] for c in data["configurations"]}
     assert (avoided["10m"], avoided["15m"], avoided["2h"]) == (0, 39, 39)
     assert data["knee"]["label"] == "15m"
+
+
+def test_a_trigger_selector_and_group_label_no_node_carries_are_warned_naming_the_label(
+    tmp_path: Path,
+) -> None:
+    """As `reconcile` warns: the label the input lacks, in one line each; a YAML input needs
+    no kube-state-metrics flag. The selector, not the hold duration, is why no hold started."""
+    path = timeline_file(tmp_path, "{name: new, created: 2024-05-14T00:10:00Z}")
+    label = "eks.amazonaws.com/nodegroup"
+    args = ("--trigger-selector", f"{label}=gpu", "--group-label", label, "--compare", "20m/group")
+    result = run_cli("simulate", path, *args)
+    assert result.code == 0, result.stderr
+    warnings = [line for line in result.lines if line.startswith("  warning: ")]
+    assert warnings == [
+        f"  warning: --trigger-selector '{label}=gpu' matches none of the 3 nodes of the input: "
+        f"no node starts a hold; no node carries the label {label}",
+        f"  warning: --group-label '{label}' is on none of the 3 nodes of the input: in group "
+        f"scope they all form one group; no node carries the label {label}",
+    ]
+    assert "  no hold: no node of the input matches --trigger-selector (see above)" in result.lines
+    assert simulate_json(path, *args)["timeline"]["warnings"] == [w[11:] for w in warnings]
+    held = run_cli("simulate", path, "--trigger-selector", "!gpu")  # matches: no warning
+    assert "warning:" not in held.stdout and "no hold" not in held.stdout
+    unheld = run_cli("simulate", path, "--node-selector", "team in (a,b)")
+    assert (
+        "  warning: --node-selector 'team in (a,b)' matches none of the 3 nodes of the input: "
+        "no node is held; no node carries the label team"
+    ) in unheld.lines
+
+
+def test_a_step_past_the_knee_that_avoids_fewer_launches_says_fewer() -> None:
+    """10m avoids 120 launches, 20m only 16 (issue 37: it said `avoids -104 more`)."""
+    columns = [
+        {"label": label, "holdDurationSeconds": seconds, "launchesAvoidedEstimate": launches,
+         "nodeHoursKeptEstimate": hours}
+        for label, seconds, launches, hours in (("5m", 300, 0, 0.0), ("10m", 600, 120, 1.0),
+                                                ("20m", 1200, 16, 0.5))
+    ]  # fmt: skip
+    line = _recommendation(knee(columns), columns)
+    assert line.endswith(
+        "from 5m it avoids 120 more launches (est.) for 1.0 more node-hours kept; "
+        "20m avoids 104 fewer for 0.5 fewer"
+    ), line
 
 
 @pytest.mark.parametrize(
