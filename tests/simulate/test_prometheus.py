@@ -515,7 +515,7 @@ def test_a_trigger_selector_no_node_of_the_answer_matches_is_said_as_the_reason_
 ) -> None:
     """The chart's trigger selector on an answer of kube_node_created alone: no node carries
     the NodePool label, so none starts a hold. simulate says so, naming the label and the
-    kube-state-metrics flag that exports it, not that no node was young (issue 37)."""
+    kube-state-metrics flag that exports it, not that no node was young."""
     url, work = prometheus
     path = work / "created-only.json"
     path.write_text(json.dumps(query_range(url, CREATED)))

@@ -304,7 +304,7 @@ def test_a_trigger_selector_and_group_label_no_node_carries_are_warned_naming_th
 
 
 def test_a_step_past_the_knee_that_avoids_fewer_launches_says_fewer() -> None:
-    """10m avoids 120 launches, 20m only 16 (issue 37: it said `avoids -104 more`)."""
+    """10m avoids 120 launches, 20m only 16: the line never says a negative `more`."""
     columns = [
         {"label": label, "holdDurationSeconds": seconds, "launchesAvoidedEstimate": launches,
          "nodeHoursKeptEstimate": hours}
