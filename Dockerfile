@@ -4,7 +4,7 @@
 #   make image IMAGE_BASES=release      # the release's build: these ARG defaults
 #   docker build -t ghcr.io/karpenter-node-holder/karpenter-node-holder:0.1.0 .
 #
-# Debian bookworm's python3 in both stages (docs/install.md, "The image"). The release builds
+# Debian bookworm's python3 in both stages (docs/maintainers/releases.md, "The image"). The release builds
 # on the two images below, pinned by the digest of their multi-architecture index (Renovate
 # keeps the digests current: .github/renovate.json). `make image` passes BUILD_BASE and
 # RUNTIME_BASE made from the same Debian packages by scripts/debian_bases.sh, because the

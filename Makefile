@@ -96,7 +96,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_simulate.py
 
 # --------------------------------------------------------------------------- the image
-# docs/install.md, "The image". As root, with no container daemon: buildah builds from the
+# docs/maintainers/releases.md, "The image". As root, with no container daemon: buildah builds from the
 # Dockerfile (chroot isolation), and the smoke test runs the image's file system with chroot.
 #   IMAGE_BASES=debian   (default) the bases scripts/debian_bases.sh makes from Debian's
 #                        packages, kept in buildah's storage (rebuilt weekly or when the script

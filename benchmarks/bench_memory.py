@@ -9,7 +9,7 @@ apply or release is repeated until a run exits 0, and the table shows how many r
 and the highest peak of them. The floor (benchmarks/floor_list.py) lists the same cluster
 once, for the steady-run ratio.
 
-    python benchmarks/bench_memory.py                  # the four cases of docs/performance.md
+    python benchmarks/bench_memory.py        # the four cases of docs/maintainers/benchmarks.md
     python benchmarks/bench_memory.py --cases eks:2000,big:500
 
 A table to read, never a timed test: the numbers depend on the machine.

@@ -24,7 +24,7 @@ first table times them in this process, in CPU seconds (steadier than the wall c
 shared machine): loading the file (the floor: reading and checking the JSON), then each
 configuration's replay, median of `--repeat`; `ratio` is the mean
 configuration's time over the floor, which stays flat where the replay grows as the file
-does. The second table times the two targets (issue 31) as whole commands (`python -m
+does. The second table times the two targets as whole commands (`python -m
 reconcile simulate ...` in a fresh process: start-up, loading, the report), median of
 `--repeat`: a 2,000-node day with five configurations within 5 s, a 10,000-node day with one
 configuration within 30 s, on an idle 2-core machine. Tables to read; nothing is asserted.
@@ -228,7 +228,7 @@ def main() -> int:
                 print(f"{shape:<8} {nodes:>6,} {load:>6.2f}  {cells}  {mean:>10.2f} {ratio:>6.1f}")
         if args.no_targets:
             return 0
-        print(f"\nTargets (issue 31): whole commands, median of {args.repeat}")
+        print(f"\nTargets: whole commands, median of {args.repeat}")
         checkouts = {
             "this": ROOT,
             **({"baseline": args.baseline.resolve()} if args.baseline else {}),

@@ -358,6 +358,8 @@ def values_table() -> str:
     values = yaml.safe_load(text)
     rows = ["| Key | Type | Default | Description |", "| --- | --- | --- | --- |"]
     for key, kind, description in documented_values(text):
+        if key in FLAT:  # a setting's own value: its row of the settings table says it all
+            continue
         value = _lookup(values, key)
         default = json.dumps(value, separators=(",", ":"))
         if isinstance(value, dict | list) and len(default) > 40:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The two base images `make image` builds on when it may not pull from a registry
-# (IMAGE_BASES=debian, the default; docs/install.md, "The image"), made from Debian bookworm's
+# (IMAGE_BASES=debian, the default; docs/maintainers/releases.md, "The image"), made from Debian bookworm's
 # packages with mmdebstrap and stored in buildah's local storage:
 #
 #   BUILD_NAME    the build stage's base: Debian's minbase variant, which is what the release's

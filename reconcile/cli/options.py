@@ -651,7 +651,7 @@ def settings_for(command: str) -> Decorator:
     return apply
 
 
-#: The project's variables that are not settings: the test suite's (docs/testing.md).
+#: The project's variables that are not settings: the test suite's (docs/maintainers/testing.md).
 NOT_SETTINGS = ("NODE_HOLDER_REQUIRE_TOOLS", "NODE_HOLDER_E2E_KUBECONFIG")
 #: What Kubernetes sets in a pod for a Service named `node-holder...` or `hold...`.
 _SERVICE_LINK = re.compile(r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_[A-Z]+\w*)?)$")

@@ -3,10 +3,10 @@
 Every fault of the kubeconfig or the environment is a `ConfigError` (exit 2) naming the
 setting and a fix, raised before any request; a fault of this reader is not one, so `-v` shows
 its traceback. docs/operations-notes.md says where access comes from, every field read and
-refused, and how tokens are renewed; docs/design.md ("Dependencies") why the kubeconfig is read
-here and the official `kubernetes` client is not a dependency: its loader alone takes longer to
-import than this module and everything it imports, and legacy `auth-provider` users, the one
-thing only it served, are refused, naming exec plugins.
+refused, and how tokens are renewed; docs/maintainers/releases.md ("Dependencies") why the
+kubeconfig is read here and the official `kubernetes` client is not a dependency: its loader
+alone takes longer to import than this module and everything it imports, and legacy
+`auth-provider` users, the one thing only it served, are refused, naming exec plugins.
 """
 
 from __future__ import annotations

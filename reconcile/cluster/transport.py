@@ -3,10 +3,10 @@
 The project's own client on urllib3 (what the official client is built on), not the `kubernetes`
 package: a run needs metadata-only list pages, one deadline on a whole answer (urllib3 bounds
 each read) and its own retry and write-rate policy (reconcile.cluster.pace); importing the
-package's loader alone would add about 0.24 s of CPU and 18 MB to every run (docs/design.md,
-"Dependencies").
-How requests stay cheap and bounded: docs/performance.md ("What keeps it cheap", "Deadlines and
-signals"); how credentials are renewed: docs/operations-notes.md. No retries hide below ours.
+package's loader alone would add about 0.24 s of CPU and 18 MB to every run
+(docs/maintainers/releases.md, "Dependencies").
+Cheap and bounded requests: docs/maintainers/benchmarks.md ("What keeps it cheap", "Deadlines
+and signals"); renewed credentials: docs/operations-notes.md. No retries hide below ours.
 """
 
 from __future__ import annotations
@@ -251,8 +251,8 @@ class _Call:
 
 class _Watchdog:
     """Shuts the socket of a request past its end or STOP_GRACE after a stop: urllib3 bounds
-    each read, not an answer (docs/performance.md, "Deadlines and signals"). One thread for
-    every request in flight; it ends when there has been nothing to watch for a second."""
+    each read, not an answer (docs/maintainers/benchmarks.md, "Deadlines and signals"). One
+    thread for every request in flight; it ends after a second with nothing to watch."""
 
     def __init__(self) -> None:
         self.stop: threading.Event | None = None

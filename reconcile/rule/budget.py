@@ -47,7 +47,7 @@ def _named(value: str | None) -> dict[str, Any] | None:
 
 def stripped(entry: Mapping[str, Any]) -> dict[str, Any]:
     """`entry` as Karpenter v0.34 to v0.37 store it: their v1beta1 budgets have no `reasons`,
-    so their conversion webhook drops them (docs/design.md, "Supported versions")."""
+    so their conversion webhook drops them (docs/install.md, "Supported versions")."""
     return {k: v for k, v in entry.items() if k != "reasons"}
 
 

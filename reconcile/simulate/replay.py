@@ -6,7 +6,7 @@ the run, and each patch's changes are applied to its node; nothing here interpre
 annotation keys or decides anything. A window is decided again only at a run where its
 decision can change, and decide() sees one node of each class of alike nodes plus the nodes
 its hold depends on (`_Replay._views`); `exact=True` takes neither shortcut, the reference
-the tests compare with (docs/simulate.md, "How the replay works", says why both are exact).
+the tests compare with (docs/maintainers/replay.md, says why both are exact).
 """
 
 from __future__ import annotations
@@ -414,7 +414,7 @@ class _Triggers:
     creation times and one of a tree per step), not node by node, and after a change only
     from the stretch that holds it to a start the last walk found after it: from there on the
     stretches are the same. An arrival or a departure costs O(log n) and the steps of the
-    stretches it touches (docs/simulate.md, "How the replay works")."""
+    stretches it touches (docs/maintainers/replay.md)."""
 
     def __init__(self, nodes: Sequence[Trigger]) -> None:
         self.size = 16
@@ -729,7 +729,7 @@ class _Replay:
     def _views(self, win: _WindowState, now: datetime) -> list[rules.NodeView]:
         """What decide() is given for a window: in the exact replay (and for a few nodes),
         every node; else the nodes its last stretch depends on (`_Triggers.walk`) and one node
-        of each other class, dated 1970 (docs/simulate.md, "How the replay works")."""
+        of each other class, dated 1970 (docs/maintainers/replay.md)."""
         if self.options.exact or sum(len(c.members) for c in win.classes.values()) <= FEW:
             win.triggers = None  # built anew when it grows
             return [self.where[n].view(n) for n in win.nodes()]

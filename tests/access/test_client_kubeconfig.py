@@ -1,13 +1,12 @@
 """The kubeconfig is read as the official client reads it, without importing that client.
 
-`reconcile.cluster.access` reads kubeconfigs itself (the official client is a test
-dependency only: docs/design.md, "Dependencies"). Each kubeconfig below is resolved both
-ways, ours and the official loader's (`kubernetes.config.load_kube_config`), and must give
-the same server, credentials, TLS files, verification and proxy. Then the paths only ours
-takes end to end against the API test server: relative CA files, the environment's proxy and
-NO_PROXY; and what ours refuses on purpose: legacy `auth-provider` users (with the exec plugin
-that replaces each) and kubeconfigs of the wrong shape, each in one line, while a fault of the
-reader itself is left a traceback.
+`reconcile.cluster.access` reads kubeconfigs itself (the official client is a test dependency only:
+docs/maintainers/releases.md, "Dependencies"). Each kubeconfig below is resolved both ways, ours and
+the official loader's (`kubernetes.config.load_kube_config`), and must give the same server,
+credentials, TLS files, verification and proxy. Then the paths only ours takes end to end against
+the API test server: relative CA files, the environment's proxy and NO_PROXY; and what ours refuses
+on purpose: legacy `auth-provider` users (with the exec plugin that replaces each) and kubeconfigs
+of the wrong shape, each in one line, while a fault of the reader itself is left a traceback.
 """
 
 from __future__ import annotations

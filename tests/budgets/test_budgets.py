@@ -1,4 +1,4 @@
-"""The NodePool-budget mechanism (`--mechanism budget|auto`, issue 24 §2) through the API test
+"""The NodePool-budget mechanism (`--mechanism budget|auto`) through the API test
 server, which serves karpenter.sh/v1 NodePools as kube-apiserver serves Karpenter's CRD
 (defaults, pruning, validation, JSON Patch `test` answered 422).
 """

@@ -1,11 +1,10 @@
-"""The budget mechanism against Karpenter v0.33.6 to v0.37.x (issue 29 §2, §4, §5): the API test
-server serves karpenter.sh/v1 NodePools through their conversion webhook and stores v1beta1
-(tests/kubeapi/karpenter.py round_trip: v0.34 to v0.37 drop `reasons`, v0.33 the budget list;
-then the CRD default `[{nodes: "10%"}]`). Every run checks that what was stored is what it
-sent; a NodePool that cannot take the entry fails in `budget` and falls back to annotations,
-in the same run, in `auto`; what a lossy write left is the tool's to remove, a person's never.
-Also: `auto` falls back on a 422, 403 or 404 (§4), and lost answers and re-adds are reported
-truthfully (§5).
+"""The budget mechanism against Karpenter v0.33.6 to v0.37.x: the API test server serves
+karpenter.sh/v1 NodePools through their conversion webhook and stores v1beta1
+(tests/kubeapi/karpenter.py round_trip: v0.34 to v0.37 drop `reasons`, v0.33 the budget list; then
+the CRD default `[{nodes: "10%"}]`). Every run checks that what was stored is what it sent; a
+NodePool that cannot take the entry fails in `budget` and falls back to annotations, in the same
+run, in `auto`; what a lossy write left is the tool's to remove, a person's never. Also: `auto`
+falls back on a 422, 403 or 404, and lost answers and re-adds are reported truthfully.
 """
 
 from __future__ import annotations

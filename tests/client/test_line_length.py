@@ -1,4 +1,4 @@
-"""No line of any command exceeds 16 KiB at 15,000 nodes, in text and JSON (issue 30 §3).
+"""No line of any command exceeds 16 KiB at 15,000 nodes, in text and JSON.
 
 Container runtimes split longer lines and log pipelines drop them. One API test server holds
 15,000 nodes for every case: 7,500 an hour old carry node-holder's hold (a reconcile removes

@@ -1,4 +1,4 @@
-"""Pacing is not failure (issue 30 §1): a run sends what fits its deadline at its rate and leaves
+"""Pacing is not failure: a run sends what fits its deadline at its rate and leaves
 the rest to the next run by design, exit 0 with `continues next run: N nodes left (about M
 runs)`; it exits 1 only when something failed, or when patches were due and none was done.
 

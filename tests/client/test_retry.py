@@ -179,7 +179,7 @@ def test_writes_wait_for_the_rate_limit_and_reads_do_not() -> None:
     assert clock.now == pytest.approx(0.4, rel=0.01)  # the first from the burst, 4 at 10/s
 
 
-# --- the write rate and backing off (issue 24) ---------------------------------------------
+# --- the write rate and backing off on 429 and 5xx -----------------------------------------
 
 
 def test_a_429_halves_the_rate_once_a_second_and_answers_win_it_back_slowly() -> None:
@@ -261,7 +261,7 @@ def test_a_patch_that_ends_a_hold_costs_two_tokens_so_holds_end_at_half_the_rate
         assert clock.now - start == pytest.approx(4.0, abs=0.2)  # 20 at 5/s, not 2 s at 10/s
 
 
-# --- the end of the run: the one place a write is left for the next run (issue 36) ----------
+# --- the end of the run: the one place a write is left for the next run -------------------
 
 
 @pytest.mark.parametrize(

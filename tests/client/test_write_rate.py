@@ -1,6 +1,6 @@
-"""Node writes a large control plane tolerates (issue 24 §1): the default rate, the youngest
-nodes first, a hold's end at half the rate, backing off on 429 and on slow answers, and a
-warning when one hold start or end is too large.
+"""Node writes a large control plane tolerates (every patched Node goes to every watcher): the
+default rate, the youngest nodes first, a hold's end at half the rate, backing off on 429 and on
+slow answers, and a warning when one hold start or end is too large.
 
 Rates come from the API test server's request log. Every assertion is an upper bound: a busy
 machine makes a run slower, never faster. A run cannot send a patch before it has listed

@@ -1,4 +1,4 @@
-"""Hold settings per NodePool (issue 23 §1, issue 29 §3, issue 36), through the API test server.
+"""Hold settings per NodePool (its own metadata.annotations only), through the API test server.
 
 A NodePool sets its own hold duration and cap in its own metadata.annotations (one list of
 NodePools a run), the only place they are read: on a node (copied from a NodePool's template,

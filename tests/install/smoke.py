@@ -13,9 +13,9 @@ a certificate for that address. The process gets exactly the pod's environment (
 image's uid 65532 has no passwd entry, and not every runtime sets one), then
 `setpriv --no-new-privs` and `chroot --userspec`.
 
-What differs from a pod (docs/install.md, "The image"): the network is the host's loopback,
-not a pod network and a Service; the token is the test server's admin token (the chart's RBAC
-is checked by tests/install); no seccomp profile, no cgroup limits, no /etc/hosts or
+What differs from a pod (docs/maintainers/releases.md, "The image"): the network is the host's
+loopback, not a pod network and a Service; the token is the test server's admin token (the
+chart's RBAC is checked by tests/install); no seccomp profile, no cgroup limits, no /etc/hosts or
 /etc/resolv.conf from the kubelet.
 
 Steps, in order; the run fails (exit 1) if any step fails: `--version`; `reconcile` that holds

@@ -12,7 +12,7 @@ The tool's own requests are not written by hand: the real CLI runs against the A
 people's edits, the uninstall hook), and a request hook evaluates the policy on every PATCH the
 way the API server would (the patched object, status reset, the field manager's record of the
 update) and answers 422 if it denies. Every run must succeed with every patch admitted. Then
-every way a stolen token could abuse a node (issue 19 §5 and more) must be denied.
+every way a stolen token could abuse a node must be denied.
 """
 
 from __future__ import annotations
@@ -403,7 +403,7 @@ REFUSED: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         patched(eks_node(), {MARKER: None, ATTACH_DETACH: None}),
         "may remove",
     ),
-    # Issue 19 §5: values bounded to what the tool writes.
+    # Values bounded to what the tool writes.
     "200 KB under the hold key": (eks_node(), patched(HELD, {DISRUPT: BIG}), "may add"),
     "200 KB in the marker": (
         eks_node(),
@@ -422,7 +422,7 @@ REFUSED: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         patched(HELD, {FREE: "2026-11-22 21:20"}),
         "RFC 3339",
     ),
-    # Issue 19 §5: the tool's patch shape.
+    # The tool's patch shape.
     "a person's true on a configured key removed": (PERSONS_TRUE, eks_node(), "may remove"),
     "a person's true claimed (step one of taking it)": (
         PERSONS_TRUE,
@@ -479,7 +479,7 @@ REFUSED: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         held(patched(eks_node(), {PINNED: DISRUPT}), DISRUPT),
         "pinned lists",
     ),
-    # Issue 23: a NodePool's hold settings are written by Karpenter and people, never by the tool.
+    # A NodePool's hold settings are written by Karpenter and people, never by the tool.
     "a NodePool's hold-duration added": (HELD, patched(HELD, {POOL_HOLD: "0"}), "may add"),
     "a NodePool's max-hold added": (HELD, patched(HELD, {POOL_MAX: "7d"}), "may add"),
     "a NodePool's hold-duration changed": (
@@ -544,7 +544,7 @@ LIMITS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         _meta(lambda m: m.update(managedFields=[])),
     ),
     # Admission has no clock: a stamp's time cannot be compared with now (the tool ignores
-    # and removes stamps it could not have written, issue 19 §1).
+    # and removes stamps it could not have written).
     "a free-until years ahead": (HELD, patched(eks_node(), {FREE: "2036-11-22T21:20:00Z"})),
 }
 
@@ -790,7 +790,7 @@ def test_the_uninstall_hook_releases(cluster):
 
 
 def test_a_key_switch_keeps_the_old_claim(cluster):
-    """Issue 19 §2: a custom key, then the default: the claim on the custom key stays."""
+    """A custom key, then the default: the claim on the custom key stays."""
     c = cluster
     c.set(HOLD_ANNOTATION="example.com/hold")
     _old_nodes(c)

@@ -315,6 +315,32 @@ def test_the_uninstall_hook_is_scoped_and_exists_only_while_it_runs(helm):
     assert job["spec"]["activeDeadlineSeconds"] > run["activeDeadlineSeconds"] + 5 + 10 + 45
 
 
+def test_argo_cd_runs_the_uninstall_hook_as_predelete_and_its_rbac_outlives_the_job(helm):
+    """Argo CD (v3.3+) maps `pre-delete` to PreDelete, but an `argocd.argoproj.io/hook` on an
+    object replaces that object's `helm.sh/hook`, and its `HookSucceeded` on passive
+    objects may come at another point than Helm's: every one of the six objects says PreDelete
+    itself, the Job goes once it succeeded, the ServiceAccount and RBAC only before a new one is
+    created (never while the Job runs). Helm's own annotations stay as they are."""
+    objs = template(helm)
+    hooks = [o for o in objs if (o["metadata"].get("annotations") or {}).get("helm.sh/hook")]
+    uninstall = [o for o in hooks if o["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"]
+    assert sorted(o["kind"] for o in uninstall) == sorted(
+        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Job"]
+    )
+    for obj in uninstall:
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["argocd.argoproj.io/hook"] == "PreDelete", obj["kind"]
+        expected = "HookSucceeded" if obj["kind"] == "Job" else "BeforeHookCreation"
+        assert annotations["argocd.argoproj.io/hook-delete-policy"] == expected, obj["kind"]
+    # Only the uninstall hook is Argo CD's: the `helm test` pod and the release's own objects
+    # carry no Argo CD hook annotation (they would become hooks and never be applied).
+    assert [
+        o["kind"]
+        for o in objs
+        if "argocd.argoproj.io/hook" in (o["metadata"].get("annotations") or {})
+    ] == [o["kind"] for o in uninstall]
+
+
 def test_helm_test_runs_status_with_the_runs_service_account(helm):
     objs = template(helm)
     pod = one(objs, "Pod", hook="test")
@@ -460,7 +486,7 @@ def test_notes_warn_about_dry_run_and_the_ignored_initial_delay():
 
 @needs_kubectl
 def test_notes_one_off_command_runs_with_the_cronjobs_settings_and_account(tmp_path):
-    """Issue 20 §5: the printed `kubectl run` makes a pod that reads the same ConfigMap with
+    """The printed `kubectl run` makes a pod that reads the same ConfigMap with
     the same ServiceAccount and placement as the CronJob, for a release of any name. kubectl
     itself builds the pod (a client-side dry run against the API test server)."""
     import shlex  # noqa: PLC0415
@@ -542,9 +568,9 @@ def test_the_hook_does_its_job_with_only_its_own_rbac(helm, tmp_path, dry_run, m
     """Run the hook's command with its environment (the settings ConfigMap, then its own env)
     against the API test server, which answers 403 to any request the hook's Role and
     ClusterRole do not allow, as RBAC would. The holds are gone, also when the runs are a dry
-    run (issue 20 §4): an uninstall that left them would leave them for good; with the budget
+    run: an uninstall that left them would leave them for good; with the budget
     mechanism the NodePool's entry too. With annotations the hook may not read NodePools: the
-    release says so and goes on (issue 24 §2: release looks whatever the mechanism)."""
+    release says so and goes on (release looks for budget entries whatever the mechanism)."""
     from tests.clusters import run_cli  # noqa: PLC0415
     from tests.kubeapi.apiserver import ApiServer  # noqa: PLC0415
     from tests.kubeapi.statuses import forbidden  # noqa: PLC0415

@@ -550,7 +550,7 @@ def test_base_settings():
 
 @needs_kubectl
 def test_base_defaults_are_the_safe_choice_for_a_karpenter_cluster():
-    """Issue 20 §1: only nodes Karpenter launched start a hold, and holding is capped (the
+    """Only nodes Karpenter launched start a hold, and holding is capped (the
     figures behind 2h: README, "Why these defaults"); the CLI's own defaults stay generic."""
     from reconcile.rule.selectors import parse_selector  # noqa: PLC0415
     from reconcile.rule.settings import HoldSettings  # noqa: PLC0415
@@ -571,7 +571,7 @@ def test_base_defaults_are_the_safe_choice_for_a_karpenter_cluster():
 @needs_kubectl
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_setting_is_in_one_configmap_the_pod_reads_whole(target):
-    """Issue 20 §5: one place for the settings, read by the runs and by a one-off pod."""
+    """One place for the settings, read by the runs and by a one-off pod."""
     objs = render(target)
     c = container(objs)
     assert "env" not in c, "settings live in the ConfigMap, not in the CronJob"

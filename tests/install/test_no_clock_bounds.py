@@ -1,4 +1,4 @@
-"""No test asserts a wall-clock bound (issue 28 §3): a loaded machine misses any of them.
+"""No test asserts a wall-clock bound: a loaded machine misses any of them.
 
 A test shows a deadline, a signal or a rate by what the API test server saw: which requests
 arrived, in which order, which the client hung up on, how many bytes went out. This check

@@ -247,7 +247,7 @@ def test_a_bad_answer_is_one_line_naming_what_is_wrong(
 def test_a_step_longer_than_the_shortest_hold_compared_is_exit_2_before_any_replay(
     tmp_path: Path,
 ) -> None:
-    """Every hold compared counts (issue 37): --hold-duration, a --compare column, a column's
+    """Every hold compared counts: --hold-duration, a --compare column, a column's
     NodePool setting (`nodepool:`) and a NodePool list's. The one line names the shortest
     hold, where it comes from, and the step."""
     path = tmp_path / "history.json"
@@ -482,7 +482,8 @@ def test_a_week_from_prometheus_over_http_replays_as_the_same_week_from_yaml(
 def test_the_documented_promtool_recipe_gives_the_same_week(
     prometheus: tuple[str, Path], from_yaml: dict[str, Any]
 ) -> None:
-    """docs/simulate.md's promtool commands: one file per metric, the matrix alone."""
+    """Saved answers from `promtool query range -o json` (one file per metric, the matrix alone)
+    replay the same week as the YAML."""
     url, work = prometheus
     files = []
     for metric in (CREATED, LABELS):
@@ -514,7 +515,7 @@ def test_a_trigger_selector_no_node_of_the_answer_matches_is_said_as_the_reason_
 ) -> None:
     """The chart's trigger selector on an answer of kube_node_created alone: no node carries
     the NodePool label, so none starts a hold. simulate says so, naming the label and the
-    kube-state-metrics flag that exports it, not that no node was young (issue 37)."""
+    kube-state-metrics flag that exports it, not that no node was young."""
     url, work = prometheus
     path = work / "created-only.json"
     path.write_text(json.dumps(query_range(url, CREATED)))

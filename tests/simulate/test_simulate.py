@@ -304,7 +304,7 @@ def test_a_trigger_selector_and_group_label_no_node_carries_are_warned_naming_th
 
 
 def test_a_step_past_the_knee_that_avoids_fewer_launches_says_fewer() -> None:
-    """10m avoids 120 launches, 20m only 16 (issue 37: it said `avoids -104 more`)."""
+    """10m avoids 120 launches, 20m only 16: the line never says a negative `more`."""
     columns = [
         {"label": label, "holdDurationSeconds": seconds, "launchesAvoidedEstimate": launches,
          "nodeHoursKeptEstimate": hours}
@@ -501,7 +501,7 @@ def test_each_configuration_says_on_one_stderr_line_when_its_replay_is_done(
             "--compare: column 1 ('20m/nodepool:b:max=10m'): node-holder.dev/max-hold='10m' is "
             "shorter than the hold (20m)",
         ),
-        (  # the name before issue 36: a --group-label value, not a NodePool
+        (  # the old name, `pool:`: a --group-label value, not a NodePool
             "20m/pool:b=45m",
             "--compare: column 1 ('20m/pool:b=45m'): 'pool:b=45m' is neither a scope (cluster, "
             "group, node), max=DURATION nor nodepool:NAME=DURATION; use e.g. --compare ",

@@ -202,7 +202,7 @@ def test_the_nodepools_own_settings_replay_as_real_runs(
     scope: Scope, api: ApiServer, kubeconfig: Path, tmp_path: Path
 ) -> None:
     """A NodePool list beside the timeline gives batch 30m capped at 45m and gpu "0"; a batch
-    node carries a copied 10m, which neither the runs nor the replay read (issue 36). The
+    node carries a copied 10m, which neither the runs nor the replay read. The
     replay run by run gives what real runs against the same NodePools give."""
     path = tmp_path / "timeline.yaml"
     entries = [

@@ -129,7 +129,7 @@ def test_kubectl_node_list_and_list_of_nodes(tmp_path: Path) -> None:
 
 def test_kubectl_nodes_and_nodeclaims_keep_no_annotations(tmp_path: Path) -> None:
     """Today's annotations are not those a node had when it appeared, and a NodePool's hold
-    settings that Karpenter copied from its template are not read on nodes (issue 36): the
+    settings that Karpenter copied from its template are not read on nodes: the
     replay reads them from a NodePool list only."""
     pool = {"node-holder.dev/hold-duration": "45m", "node-holder.dev/max-hold": "3h"}
     today = {
