@@ -120,9 +120,8 @@ def _released(data: Summary) -> str:
     is not done."""
     if not data.still_held and not data.failure:
         return "released (node-holder release: every hold this tool owns is removed)"
-    removed = data.counts.categories["removed"] + data.counts.categories["switched"]
     again = "" if data.failure else " (it continues where it stopped)"
-    return f"{removed} removed, {data.still_held} still held: run release again{again}"
+    return f"{data.counts.released} removed, {data.still_held} still held: run release again{again}"
 
 
 def _window_words(window: Window | None) -> str:

@@ -254,6 +254,7 @@ class Counts:
 
     nodes: int
     categories: Counter[str]
+    released: int  # nodes a hold key was removed from ("removed" or "switched")
     ignored_stamps: int
     kept_claims: dict[str, int]
     writes: int
@@ -378,6 +379,7 @@ def _counts(result: RunResult) -> Counts:
     return Counts(
         nodes=len(plan.decisions),
         categories=found,
+        released=found["removed"] + found["switched"],
         ignored_stamps=sum(1 for p in plan.patches if p.ignored),
         kept_claims=plan.kept_claims,
         writes=result.applied.writes if result.applied else 0,
