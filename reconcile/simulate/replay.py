@@ -162,7 +162,7 @@ def _nodepool(text: str, hold: HoldSettings, where: str) -> tuple[str, str, str]
     pool, value = found[1], found[3].strip()
     key = settings.NODE_MAX_HOLD if found[2] else settings.NODE_HOLD
     own = nodes.NodePoolOwn(pool, *((None, value) if found[2] else (value, None)))
-    if bad := rules.own_settings(rules.NodeView(pool, EPOCH, own=own), hold).bad:
+    if bad := rules.own_settings(own, hold).bad:
         raise ConfigError(f"{where}: {bad[0][1]}; use e.g. {NODEPOOL}{pool}=45m")
     return pool, key, value
 
@@ -234,7 +234,7 @@ def hold_durations(
         own = with_column(timeline.nodepool_settings, hold)
         found.add((hold.hold_duration, None))
         for given in filter(None, own.values()):
-            pool = rules.own_settings(rules.NodeView("", EPOCH, own=given), hold)
+            pool = rules.own_settings(given, hold)
             found.add((pool.duration, pool.sources[0]))
     return {(d, source) for d, source in found if d}
 
