@@ -226,9 +226,8 @@ def replay_span(
 def hold_durations(
     timeline: Timeline, holds: list[HoldSettings]
 ) -> set[tuple[timedelta, str | None]]:
-    """Every hold the replay compares and where it comes from (None: a configuration's):
-    each configuration's, and each of its NodePools' own (a NodePool list's, a column's
-    `nodepool:`) that starts a hold."""
+    """Every hold the replay compares, each configuration's and its NodePools' own ("0" holds
+    nothing), and where it comes from (None: a configuration's)."""
     found = set()
     for hold in holds:
         own = with_column(timeline.nodepool_settings, hold)
@@ -859,9 +858,8 @@ def prepare(
     asked: Asked,
     fetched: Callable[[datetime, datetime], tuple[str, list[Any], Grid]] | None = None,
 ) -> Simulation:
-    """Check the replay options and read the timeline (or have `fetched` read it from
-    Prometheus, from --start, or --last before --end or now); ConfigError says what is wrong.
-    The configurations: the primary one first, then each different column once."""
+    """Check the replay options and read the timeline (or have `fetched` read it: `_fetch`);
+    ConfigError says what is wrong. The configurations: the primary, then each different column."""
     if asked.sweep is not None and asked.compare.strip():
         raise ConfigError("--sweep and --compare: give one of them (a sweep is its own table)")
     if asked.sweep is not None:
