@@ -755,12 +755,8 @@ class _Replay:
             if window.hold_until is not None:
                 node = named[window.name]
                 cap = NO_CAP if window.max_hold is None else window.max_hold // MICROSECOND
-                self.as_trigger[node.name] = (
-                    _us(node.created),
-                    node.name,
-                    _us(window.hold_until),
-                    cap,
-                )
+                end = _us(window.hold_until)
+                self.as_trigger[node.name] = (_us(node.created), node.name, end, cap)
 
     def _nodepools(self, name: str) -> int:
         """NodePools a budget entry of this window goes on: all, its own (a NodePool's group)."""
