@@ -250,12 +250,10 @@ class Own(NamedTuple):
     bad: tuple[tuple[str, str], ...] = ()  # (source, why): its NodePool's values not used
 
 
-def own_settings(node: NodeView, hold: HoldSettings) -> Own:
-    """The hold settings that apply to `node`: its NodePool's own (docs/design.md, "Hold
-    settings per NodePool"), else the configured ones."""
-    if node.own is None:
-        return Own(hold.hold_duration, hold.max_hold)  # most nodes, every run
-    return _own(node.own, hold.hold_duration, hold.max_hold)
+def own_settings(given: NodePoolOwn, hold: HoldSettings) -> Own:
+    """The hold settings of the nodes of a NodePool that gives its own (docs/design.md, "Hold
+    settings per NodePool")."""
+    return _own(given, hold.hold_duration, hold.max_hold)
 
 
 @lru_cache(maxsize=256)  # one per NodePool and configuration: shared by its nodes every run
@@ -344,7 +342,7 @@ def _window(
     for node in members:
         own = plain
         if node.own is not None:
-            own = own_settings(node, hold)
+            own = own_settings(node.own, hold)
             bound = max(bound, own.duration)
         if _triggers(node, own, hold):
             start = node.created if node.created < now else now  # a skewed server's future: now
@@ -741,7 +739,7 @@ def decide(
     for node, name in zip(nodes, names, strict=True):
         members[name].append(node)
         if node.own is not None:  # (most nodes' NodePools have no settings of their own)
-            bad += own_settings(node, hold).bad
+            bad += own_settings(node.own, hold).bad
         if node.annotations and (
             NODE_HOLD in node.annotations or NODE_MAX_HOLD in node.annotations
         ):

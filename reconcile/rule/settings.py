@@ -159,7 +159,6 @@ class Invalid(ValueError):
 #: The one duration grammar: number+unit parts (`90s`, `20m`, `1h30m`, `2d`, `100ms`, `1.5h`),
 #: units in either case, an optional `+`, spaces around. The chart's schema carries these same
 #: patterns (scripts/chart_schema.py), so the chart and the CLI cannot read a text differently.
-#: Fractions stay (`1.5h` is 90m either way); no ISO 8601 (`PT20M`) and no `w`.
 _NUM = r"[0-9]+(?:\.[0-9]+)?"
 _UNIT = r"(?:[mM][sS]|[dDhHmMsS])"  # `ms` first: `100ms` is not 100 minutes and a stray `s`
 SPACE = " \t\r\n"  # what may surround a value: the same characters in Go's regexp and Python's
@@ -263,11 +262,8 @@ OWN_PREFIX = "node-holder.dev/"
 
 
 def parse_annotation_keys(text: str) -> tuple[str, ...]:
-    """A comma-separated list of annotation keys, in order, without repeats.
-
-    Spaces around an item are trimmed; a space inside one is an error (before, the env var
-    was split on whitespace, so `do not disrupt` became three keys).
-    """
+    """A comma-separated list of annotation keys, in order, without repeats; spaces around
+    an item are trimmed, a space inside one is an error (`do not disrupt` is no key)."""
     fix = f"use comma-separated keys such as {DEFAULT_ANNOTATION}"
     keys: list[str] = []
     for raw in text.split(","):

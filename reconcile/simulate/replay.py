@@ -162,7 +162,7 @@ def _nodepool(text: str, hold: HoldSettings, where: str) -> tuple[str, str, str]
     pool, value = found[1], found[3].strip()
     key = settings.NODE_MAX_HOLD if found[2] else settings.NODE_HOLD
     own = nodes.NodePoolOwn(pool, *((None, value) if found[2] else (value, None)))
-    if bad := rules.own_settings(rules.NodeView(pool, EPOCH, own=own), hold).bad:
+    if bad := rules.own_settings(own, hold).bad:
         raise ConfigError(f"{where}: {bad[0][1]}; use e.g. {NODEPOOL}{pool}=45m")
     return pool, key, value
 
@@ -226,15 +226,14 @@ def replay_span(
 def hold_durations(
     timeline: Timeline, holds: list[HoldSettings]
 ) -> set[tuple[timedelta, str | None]]:
-    """Every hold the replay compares and where it comes from (None: a configuration's):
-    each configuration's, and each of its NodePools' own (a NodePool list's, a column's
-    `nodepool:`) that starts a hold."""
+    """Every hold the replay compares, each configuration's and its NodePools' own ("0" holds
+    nothing), and where it comes from (None: a configuration's)."""
     found = set()
     for hold in holds:
         own = with_column(timeline.nodepool_settings, hold)
         found.add((hold.hold_duration, None))
         for given in filter(None, own.values()):
-            pool = rules.own_settings(rules.NodeView("", EPOCH, own=given), hold)
+            pool = rules.own_settings(given, hold)
             found.add((pool.duration, pool.sources[0]))
     return {(d, source) for d, source in found if d}
 
@@ -756,12 +755,8 @@ class _Replay:
             if window.hold_until is not None:
                 node = named[window.name]
                 cap = NO_CAP if window.max_hold is None else window.max_hold // MICROSECOND
-                self.as_trigger[node.name] = (
-                    _us(node.created),
-                    node.name,
-                    _us(window.hold_until),
-                    cap,
-                )
+                end = _us(window.hold_until)
+                self.as_trigger[node.name] = (_us(node.created), node.name, end, cap)
 
     def _nodepools(self, name: str) -> int:
         """NodePools a budget entry of this window goes on: all, its own (a NodePool's group)."""
@@ -859,9 +854,8 @@ def prepare(
     asked: Asked,
     fetched: Callable[[datetime, datetime], tuple[str, list[Any], Grid]] | None = None,
 ) -> Simulation:
-    """Check the replay options and read the timeline (or have `fetched` read it from
-    Prometheus, from --start, or --last before --end or now); ConfigError says what is wrong.
-    The configurations: the primary one first, then each different column once."""
+    """Check the replay options and read the timeline (or have `fetched` read it: `_fetch`);
+    ConfigError says what is wrong. The configurations: the primary, then each different column."""
     if asked.sweep is not None and asked.compare.strip():
         raise ConfigError("--sweep and --compare: give one of them (a sweep is its own table)")
     if asked.sweep is not None:

@@ -205,7 +205,7 @@ def _lacking(sim: Simulation, keys: Iterable[str]) -> str:
     if not missing:
         return ""
     words = f"; no node carries the label {', '.join(missing)}"
-    if sim.timeline.prometheus:
+    if sim.timeline.step:  # read from Prometheus
         words += (
             f" (kube-state-metrics puts it in kube_node_labels with "
             f"--metric-labels-allowlist=nodes=[{','.join(missing)}])"

@@ -86,8 +86,8 @@ class Timeline:
     notes: tuple[str, ...] = ()  # what was skipped or assumed, said once at the top
     #: Each NodePool of a NodePool list (`kubectl get nodepools`), with its own hold settings
     nodepool_settings: NodePoolSettings = field(default_factory=dict)
-    step: timedelta | None = None  # a Prometheus answer's step: removals known to within it
-    prometheus: bool = False  # read from kube-state-metrics' series: labels by their names there
+    #: A Prometheus answer's step (removals known to within it); None: not read from Prometheus
+    step: timedelta | None = None
 
 
 class _Problem(Exception):
@@ -143,7 +143,7 @@ def load_timeline(
 def _combine(parsed: Sequence[Timeline], sources: tuple[str, ...]) -> Timeline:
     """One timeline of several read, the same node (by name and time) once."""
     nodes = _merge(n for p in parsed for n in p.nodes)
-    history = any(p.prometheus for p in parsed)  # which has the nodes a live list lacks
+    step = next((p.step for p in parsed if p.step), None)  # Prometheus: nodes a live list lacks
     if not nodes:
         raise TimelineError(
             f"{', '.join(sources)}: no nodes in the timeline; list at least one node "
@@ -154,11 +154,9 @@ def _combine(parsed: Sequence[Timeline], sources: tuple[str, ...]) -> Timeline:
         sources=sources,
         start=min((p.start for p in parsed if p.start), default=None),
         end=max((p.end for p in parsed if p.end), default=None),
-        notes=tuple(n for p in parsed for n in p.notes if n != LIVE or not history)
-        + _unread(nodes),
+        notes=tuple(n for p in parsed for n in p.notes if n != LIVE or not step) + _unread(nodes),
         nodepool_settings={k: v for p in parsed for k, v in p.nodepool_settings.items()},
-        step=next((p.step for p in parsed if p.step), None),
-        prometheus=history,
+        step=step,
     )
 
 
@@ -609,7 +607,7 @@ def _prometheus(
         f"read from Prometheus: a removal is the node's last sample plus the step "
         f"({format_duration(step)}), so it is known to within {format_duration(step)}"
     )
-    return Timeline(nodes, (), start, end, notes=(note,), step=step, prometheus=True)
+    return Timeline(nodes, (), start, end, notes=(note,), step=step)
 
 
 def _grid(stamps: set[int], names: str) -> Grid:

@@ -182,7 +182,7 @@ def test_a_nodepool_annotation_in_an_old_form_is_bad_input_as_any_other_text() -
         return nodepool_settings([{"metadata": {"name": "batch", "annotations": own}}])
 
     old = nodepool(**{NODE_HOLD: "PT45M", NODE_MAX_HOLD: "1w"})
-    own = own_settings(node_view(node, frozenset(), frozenset(), old), hold)
+    own = own_settings(node_view(node, frozenset(), frozenset(), old).own, hold)
     assert (own.duration, own.cap, own.sources) == (
         hold.hold_duration,
         hold.max_hold,
@@ -199,5 +199,5 @@ def test_a_nodepool_annotation_in_an_old_form_is_bad_input_as_any_other_text() -
         ),
     )
     fixed = nodepool(**{NODE_HOLD: "45m", NODE_MAX_HOLD: "7d"})
-    own = own_settings(node_view(node, frozenset(), frozenset(), fixed), hold)
+    own = own_settings(node_view(node, frozenset(), frozenset(), fixed).own, hold)
     assert (own.duration, own.cap) == (timedelta(minutes=45), timedelta(days=7))
