@@ -11,8 +11,6 @@ from typing import Any
 from reconcile.rule.settings import ConfigError, format_duration
 from reconcile.simulate.replay import Simulation
 
-INSTALL_HINT = "pip install matplotlib"
-
 
 def check_available(path: str) -> None:
     """Fail before replaying anything if the PNG cannot be written."""
@@ -22,7 +20,7 @@ def check_available(path: str) -> None:
         import matplotlib  # noqa: F401, PLC0415
     except ImportError:
         raise ConfigError(
-            f"--plot needs matplotlib, which is not installed; {INSTALL_HINT} "
+            "--plot needs matplotlib, which is not installed; pip install matplotlib "
             "(or leave out --plot: the terminal sparklines show the same)"
         ) from None
 

@@ -329,17 +329,16 @@ def knee(columns: list[dict[str, Any]]) -> dict[str, Any] | None:
     best = max(range(len(points)), key=above.__getitem__)
     if above[best] < KNEE_MARGIN:
         return None
-    column, steps = ordered[best], []
-    for before, after in ((best - 1, best), (best, best + 1)):
-        (kb, ab), (ka, aa) = points[before], points[after]
-        steps.append(
-            {
-                "from": ordered[before]["label"],
-                "to": ordered[after]["label"],
-                "launchesAvoided": aa - ab,
-                "nodeHoursKept": round(ka - kb, 3),
-            }
-        )
+    column = ordered[best]
+    steps = [
+        {
+            "from": ordered[before]["label"],
+            "to": ordered[after]["label"],
+            "launchesAvoided": points[after][1] - points[before][1],
+            "nodeHoursKept": round(points[after][0] - points[before][0], 3),
+        }
+        for before, after in ((best - 1, best), (best, best + 1))
+    ]
     return {
         "label": column["label"],
         "holdDurationSeconds": column["holdDurationSeconds"],
