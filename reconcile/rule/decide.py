@@ -506,42 +506,64 @@ def decide_node(
         # Most nodes of a held run: nothing to change (what the rest finds for such a node).
         states = _all_ours(hold.annotations)
         return NodeDecision(node.name, window.name, True, False, created, states)
+    states, patch = _patch(node, window, hold, mode, now, held)
+    return NodeDecision(
+        node.name, window.name, held, node.deleting, created, states, patch, selected
+    )
+
+
+def _patch(
+    node: NodeView, window: HoldWindow, hold: HoldSettings, mode: Mode, now: datetime, held: bool
+) -> tuple[tuple[tuple[str, KeyState], ...], NodePatch | None]:
+    """The state of each key the node's decision reads, and the patch it needs (None: none)."""
+    annotations = node.annotations
     claims, pins = claimed_keys(annotations), pinned_keys(annotations)
     keys = (*hold.annotations, *sorted((claims | pins) - set(hold.annotations)))
     states = tuple((k, key_state(annotations, k, claims, pins)) for k in keys)
     if node.deleting:
-        return NodeDecision(node.name, window.name, held, True, created, states, selected=selected)
+        return states, None
     wanted = set(hold.annotations) if held else set()
     added = tuple(k for k, s in states if k in wanted and s is KeyState.FREE)
     removed = tuple(
         k for k, s in states if k not in wanted and s is KeyState.OURS and _known(k, hold)
     )
-    # A claim stays while its key is "true": ours, or pinned by a person over a value this
-    # tool wrote (unpin hands it back). One on a key someone changed or removed is dropped.
-    kept = {k for k in claims & pins if annotations.get(k) == HOLD_VALUE}
-    owned = {k for k, s in states if s is KeyState.OURS and k not in removed} | set(added) | kept
-    disowned = tuple(k for k, _ in states if k in claims - owned and k not in removed)
+    owned, disowned = _claims(annotations, states, claims, pins, added, removed)
     changes: dict[str, str | None] = dict.fromkeys(added, HOLD_VALUE) | dict.fromkeys(removed)
     if owned != claims or (not owned and OWNERSHIP_MARKER in annotations):
         changes[OWNERSHIP_MARKER] = marker_value(owned)  # an empty marker goes away
     ours = any(_known(k, hold) for k in owned - pins)
     stamps, ignored = _stamps(node, window, hold, mode, now, held=ours)
     changes.update(stamps)
-    patch = (
-        NodePatch(
-            node=node.name,
-            resource_version=node.resource_version,
-            changes=tuple(changes.items()),
-            added=added,
-            removed=removed,
-            window=window.name,
-            disowned=disowned,
-            ignored=ignored,
-        )
-        if changes
-        else None
+    if not changes:
+        return states, None
+    patch = NodePatch(
+        node=node.name,
+        resource_version=node.resource_version,
+        changes=tuple(changes.items()),
+        added=added,
+        removed=removed,
+        window=window.name,
+        disowned=disowned,
+        ignored=ignored,
     )
-    return NodeDecision(node.name, window.name, held, False, created, states, patch, selected)
+    return states, patch
+
+
+def _claims(
+    annotations: Mapping[str, str],
+    states: Sequence[tuple[str, KeyState]],
+    claims: frozenset[str],
+    pins: frozenset[str],
+    added: Sequence[str],
+    removed: Sequence[str],
+) -> tuple[set[str], tuple[str, ...]]:
+    """The keys the marker claims after this patch, and the claims it drops. A claim stays
+    while its key is "true": ours, or pinned by a person over a value this tool wrote (unpin
+    hands it back). One on a key someone changed or removed is dropped."""
+    kept = {k for k in claims & pins if annotations.get(k) == HOLD_VALUE}
+    owned = {k for k, s in states if s is KeyState.OURS and k not in removed} | set(added) | kept
+    disowned = tuple(k for k, _ in states if k in claims - owned and k not in removed)
+    return owned, disowned
 
 
 def _on_budget(node: NodeView, hold: HoldSettings, budgeted: frozenset[str]) -> bool:
@@ -675,26 +697,29 @@ def _transitions(
     by_window: dict[str, list[NodeDecision]] = defaultdict(list)
     for d in decisions:
         by_window[d.window].append(d)
-    result = []
-    for name, group in by_window.items():
-        window = windows[name]
-        adds = [d for d in group if d.patch and d.patch.added]
-        removes = [d for d in group if d.patch and d.patch.removed]
-        if mode is Mode.RECONCILE and window.held and adds:
-            ours = any(s is KeyState.OURS and _known(k, hold) for d in group for k, s in d.keys)
-            reason, changed = (Reason.EXTENDED if ours else Reason.STARTED), adds
-        elif removes and not (window.held and mode is Mode.RECONCILE and hold.mechanism.budgets):
-            reason, changed = Reason.ENDED, removes  # held: not an end, a budget took over
-        else:
-            continue
-        result.append(
-            Transition(reason, window, window.youngest or changed[0].node, "", len(changed))
-        )
+    found = (_transition(windows[name], group, hold, mode) for name, group in by_window.items())
+    result = [t for t in found if t is not None]
     if not result:
         return ()  # a steady run: no pass over the nodes for their uids
     anchors = {t.node for t in result}
     uids = {n.name: n.uid for n in nodes if n.name in anchors}
     return tuple(replace(t, node_uid=uids.get(t.node, "")) for t in result)
+
+
+def _transition(
+    window: HoldWindow, group: Sequence[NodeDecision], hold: HoldSettings, mode: Mode
+) -> Transition | None:
+    """The window's hold starts, extends or ends in this run (None: neither); no node uid yet."""
+    adds = [d for d in group if d.patch and d.patch.added]
+    removes = [d for d in group if d.patch and d.patch.removed]
+    if mode is Mode.RECONCILE and window.held and adds:
+        ours = any(s is KeyState.OURS and _known(k, hold) for d in group for k, s in d.keys)
+        reason, changed = (Reason.EXTENDED if ours else Reason.STARTED), adds
+    elif removes and not (window.held and mode is Mode.RECONCILE and hold.mechanism.budgets):
+        reason, changed = Reason.ENDED, removes  # held: not an end, a budget took over
+    else:
+        return None
+    return Transition(reason, window, window.youngest or changed[0].node, "", len(changed))
 
 
 #: The most Events one run records: one per window whose hold started, grew or ended, and past
