@@ -290,11 +290,13 @@ class NodeHolder(RuleBasedStateMachine):
             assert [e.split(":")[:2] for e in result.errors] == [[f"node/{name}", " not pinned"]]
         else:
             assert not result.errors and not result.missing, result.errors
-        if mode is Mode.PIN and not refused and PINNED not in node.people:
+        if mode is Mode.PIN and not refused:
             # Pinned: a person's "true" stays theirs; a "true" the tool wrote (or this pin
-            # adds) keeps its claim, so that unpin hands it back.
+            # adds, also again on a pinned node whose key someone removed) keeps its claim,
+            # so that unpin hands it back.
+            again = PINNED in node.people
             node.people[PINNED] = KEY
-            node.pinned_ours = KEY not in node.people
+            node.pinned_ours = (again and node.pinned_ours) or KEY not in node.people
             node.ours = node.stale = False
         elif mode is Mode.UNPIN and PINNED in node.people:  # back to the normal rule
             del node.people[PINNED]
